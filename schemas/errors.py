@@ -1,0 +1,39 @@
+"""Typed errors of the readers. Each carries the path and a message a user can act on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Union
+
+
+class DumpError(Exception):
+    """A dump-tree file that tcmp cannot use (yet, or at all)."""
+
+    def __init__(self, path: Union[str, Path, None], message: str) -> None:
+        self.path = Path(path) if path is not None else None
+        self.message = message
+        super().__init__(f"{self.path}: {message}" if self.path is not None else message)
+
+
+class DumpIncomplete(DumpError):
+    """The file is smaller than its header says: the writer has not finished it. Retry later."""
+
+
+class DumpCorrupt(DumpError):
+    """The file can never be read: unparsable header, sizes larger than the file, impossible shapes."""
+
+
+class NameParseError(DumpError):
+    """A file name that does not follow any known dump naming scheme."""
+
+
+class GraphParseError(DumpError):
+    """A graph text file that protobuf's text format cannot parse."""
+
+
+def describe(exc: BaseException, path: Optional[Path] = None) -> str:
+    """One line for logs and error tables: the error class and its message."""
+    if isinstance(exc, DumpError):
+        return f"{type(exc).__name__}: {exc.message}"
+    where = f" ({path})" if path is not None else ""
+    return f"{type(exc).__name__}: {exc}{where}"

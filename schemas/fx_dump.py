@@ -1,0 +1,680 @@
+"""Reader for torchair's FX dump files: `np.save` output named `{node}-{target}.INPUT|OUTPUT.{i}[.{j}].{ts}.npy`.
+
+spec/dump-formats.md §3.2: tensors are plain `.npy` (bf16 already upcast to float32 by torchair); non-tensor args
+go through `np.array(x)`, which gives 0-d numeric arrays, string arrays, or *object* arrays (e.g. for None) whose
+payload is a pickle. Object payloads are never unpickled here (unpickling runs arbitrary code): they are walked
+with `pickletools.genops`, which only decodes opcodes, and a small symbolic stack machine that builds inert
+placeholders instead of objects.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import os
+import pickletools
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, NameParseError
+from tcmp.schemas.records import IO, Completeness
+
+__all__ = [
+    "FxFileName",
+    "FxValue",
+    "FxValueKind",
+    "NpyHeader",
+    "npy_completeness",
+    "parse_fx_file_name",
+    "read_fx_value",
+    "read_npy_header",
+]
+
+PathLike = Union[str, Path]
+
+# ----------------------------------------------------------------------------------------------------------------
+# File names
+
+MIN_MAX_SUFFIX = "_min_max"  # appendix scheme (§6): `…{ts}_min_max.npy` holds [min, max] of the deleted original
+
+# The node key ("{node}-{target}") contains dots (`aten.mm.default`), so everything is anchored at the end: the
+# greedy key takes all but the *last* `.INPUT.`/`.OUTPUT.` group that is followed by digits up to `.npy`.
+_FX_FILE_NAME = re.compile(
+    r"(?P<key>.+)\."
+    r"(?:INPUT\.(?P<input_index>\d+)(?:\.(?P<sub_index>\d+))?|OUTPUT\.(?P<output_index>\d+))"
+    r"\.(?P<timestamp>\d+)(?P<min_max>_min_max)?\.npy",
+    re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class FxFileName:
+    node: str  # FX node name, e.g. "mm_1"
+    target: str  # str of the op overload, e.g. "aten.mm.default"
+    io: IO
+    index: int  # positional arg i (inputs) or output k
+    sub_index: Optional[int]  # j for a list/tuple arg dumped as `.INPUT.{i}.{j}`
+    timestamp: str  # %Y%m%d%H%M%S%f, shared by all files of one node call
+    min_max: bool  # `_min_max.npy` appendix file: only [min, max] survives
+
+    @property
+    def key(self) -> str:
+        """The node key, as `_fx_tensor_name` in the graph carries it (before `.OUTPUT.{i}`)."""
+        return f"{self.node}-{self.target}"
+
+
+def parse_fx_file_name(name: str) -> FxFileName:
+    """Split an FX dump file's base name into its parts; NameParseError if it is not one."""
+    match = _FX_FILE_NAME.fullmatch(name)
+    if match is None:
+        raise NameParseError(
+            name, "not an FX dump file name ({node}-{target}.INPUT|OUTPUT.{i}[.{j}].{timestamp}[_min_max].npy)"
+        )
+    node, dash, target = match["key"].partition("-")
+    if not dash or not node or not target:
+        raise NameParseError(name, "FX dump file name without a '{node}-{target}' key")
+    is_input = match["input_index"] is not None
+    sub_index = match["sub_index"]
+    return FxFileName(
+        node=node,
+        target=target,
+        io=IO.INPUT if is_input else IO.OUTPUT,
+        index=int(match["input_index"] if is_input else match["output_index"]),
+        sub_index=int(sub_index) if sub_index is not None else None,
+        timestamp=match["timestamp"],
+        min_max=match["min_max"] is not None,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# .npy header and completeness
+
+_MAGIC_PREFIX = b"\x93NUMPY"
+_MAGIC_LENGTH = len(_MAGIC_PREFIX) + 2  # + major, minor version bytes
+# version -> struct format of the header-length field that follows the magic
+_HEADER_LENGTH_FORMATS = {(1, 0): "<H", (2, 0): "<I", (3, 0): "<I"}
+
+
+@dataclass(frozen=True)
+class NpyHeader:
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    fortran_order: bool
+    data_offset: int  # where the payload starts
+    data_nbytes: Optional[int]  # exact payload size; None for object arrays (a pickle of unknown length)
+
+
+def read_npy_header(path: PathLike) -> NpyHeader:
+    """Parse the header with numpy.lib.format's readers.
+
+    DumpIncomplete if the file ends inside the header (the writer has not finished it); DumpCorrupt if the bytes
+    are not an .npy header at all.
+    """
+    path = Path(path)
+    with open(path, "rb") as fp:
+        size = os.fstat(fp.fileno()).st_size
+        return _read_header(fp, size, path)
+
+
+def _read_header(fp, size: int, path: Path) -> NpyHeader:
+    prefix = fp.read(_MAGIC_LENGTH)
+    if len(prefix) < _MAGIC_LENGTH:
+        if _could_start_npy(prefix):
+            raise DumpIncomplete(path, f"file ends inside the .npy magic ({len(prefix)} bytes)")
+        raise DumpCorrupt(path, "not an .npy file (bad magic)")
+    fp.seek(0)
+    try:
+        version = npy_format.read_magic(fp)
+    except ValueError as exc:
+        raise DumpCorrupt(path, f"not an .npy file: {exc}") from exc
+    length_format = _HEADER_LENGTH_FORMATS.get(version)
+    if length_format is None:
+        raise DumpCorrupt(path, f"unsupported .npy format version {version}")
+    length_size = struct.calcsize(length_format)
+    length_bytes = fp.read(length_size)
+    if len(length_bytes) < length_size:
+        raise DumpIncomplete(path, "file ends inside the .npy header length")
+    (header_length,) = struct.unpack(length_format, length_bytes)
+    data_offset = _MAGIC_LENGTH + length_size + header_length
+    if size < data_offset:
+        raise DumpIncomplete(path, f"file ends inside the .npy header ({size} of {data_offset} bytes)")
+    fp.seek(_MAGIC_LENGTH)
+    try:
+        shape, fortran_order, dtype = _read_array_header(fp, version)
+    except (ValueError, TypeError, SyntaxError) as exc:
+        raise DumpCorrupt(path, f"bad .npy header: {exc}") from exc
+    if any(dim < 0 for dim in shape):
+        raise DumpCorrupt(path, f"bad .npy header: negative dimension in shape {shape}")
+    data_nbytes = None if dtype.hasobject else math.prod(shape) * dtype.itemsize
+    return NpyHeader(
+        dtype=dtype,
+        shape=tuple(shape),
+        fortran_order=bool(fortran_order),
+        data_offset=data_offset,
+        data_nbytes=data_nbytes,
+    )
+
+
+def _could_start_npy(prefix: bytes) -> bool:
+    """Is `prefix` (shorter than the 8-byte magic) the beginning of a valid magic + known version?"""
+    if not _MAGIC_PREFIX.startswith(prefix[: len(_MAGIC_PREFIX)]):
+        return False
+    known = list(_HEADER_LENGTH_FORMATS)
+    if len(prefix) > len(_MAGIC_PREFIX):
+        return any(prefix[len(_MAGIC_PREFIX)] == major for major, _ in known)
+    return True
+
+
+def _read_array_header(fp, version: tuple[int, int]):
+    if version == (1, 0):
+        return npy_format.read_array_header_1_0(fp)
+    if version == (2, 0):
+        return npy_format.read_array_header_2_0(fp)
+    # 3.0 (UTF-8 field names) has no public reader; numpy's own private one is the only correct choice.
+    read_private = getattr(npy_format, "_read_array_header", None)
+    if read_private is None:  # pragma: no cover - every numpy that writes 3.0 has it
+        raise ValueError("this numpy cannot read .npy format 3.0 headers")
+    return read_private(fp, version)
+
+
+def npy_completeness(path: PathLike) -> Completeness:
+    """Is the file exactly as long as its header promises?
+
+    Plain arrays: COMPLETE iff size == data_offset + data_nbytes, INCOMPLETE if smaller (also when the file ends
+    inside the header), CORRUPT if larger or if the header is not an .npy header.
+
+    Object arrays: numpy writes a single pickle after the header, and a pickle ends with its STOP opcode. The
+    payload is walked opcode by opcode with pickletools.genops (decoding only, nothing is executed): COMPLETE iff
+    STOP is the last byte of the file; INCOMPLETE if the file ends before STOP (including inside an opcode's
+    argument); CORRUPT if bytes follow STOP or an opcode is invalid before the end of the file.
+    """
+    path = Path(path)
+    with open(path, "rb") as fp:
+        size = os.fstat(fp.fileno()).st_size
+        try:
+            header = _read_header(fp, size, path)
+        except DumpIncomplete:
+            return Completeness.INCOMPLETE
+        except DumpCorrupt:
+            return Completeness.CORRUPT
+        return _payload_completeness(fp, header, size)
+
+
+def _payload_completeness(fp, header: NpyHeader, size: int) -> Completeness:
+    if header.data_nbytes is not None:
+        expected = header.data_offset + header.data_nbytes
+        if size == expected:
+            return Completeness.COMPLETE
+        return Completeness.INCOMPLETE if size < expected else Completeness.CORRUPT
+    return _scan_pickle(fp, header.data_offset, size, keep_opcodes=False).completeness
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pickle payloads, walked without executing them
+
+
+class _BoundedReader:
+    """File view that stops at `end` and remembers whether a read came up short, so a failing genops can be told
+    apart: ran out of bytes (still being written) vs. met bytes that are no pickle (corrupt). Clamping also keeps
+    a garbage length field from asking for gigabytes."""
+
+    def __init__(self, fp, end: int) -> None:
+        self._fp = fp
+        self._end = end
+        self.hit_end = False
+
+    def read(self, n: int = -1) -> bytes:
+        remaining = max(self._end - self._fp.tell(), 0)
+        wanted = remaining if n is None or n < 0 else n
+        data = self._fp.read(min(wanted, remaining))
+        if len(data) < wanted:
+            self.hit_end = True
+        return data
+
+    def readline(self) -> bytes:
+        remaining = max(self._end - self._fp.tell(), 0)
+        line = self._fp.readline(remaining)
+        if not line.endswith(b"\n"):
+            self.hit_end = True
+        return line
+
+    def tell(self) -> int:
+        return self._fp.tell()
+
+
+@dataclass(frozen=True)
+class _PickleScan:
+    completeness: Completeness
+    opcodes: tuple  # (opcode name, argument) pairs up to STOP, when kept
+    truncated: bool  # more opcodes than _MAX_KEPT_OPCODES: not kept
+
+
+_MAX_KEPT_OPCODES = 1_000_000
+
+
+def _scan_pickle(fp, offset: int, size: int, keep_opcodes: bool) -> _PickleScan:
+    fp.seek(offset)
+    reader = _BoundedReader(fp, size)
+    opcodes: list = []
+    truncated = False
+    try:
+        for opcode, arg, _position in pickletools.genops(reader):
+            if keep_opcodes and not truncated:
+                opcodes.append((opcode.name, arg))
+                truncated = len(opcodes) > _MAX_KEPT_OPCODES
+    except Exception:  # genops raises ValueError and friends on bad or short input; the reader says which
+        state = Completeness.INCOMPLETE if reader.hit_end else Completeness.CORRUPT
+        return _PickleScan(state, (), False)
+    # genops returns right after yielding STOP
+    state = Completeness.COMPLETE if reader.tell() == size else Completeness.CORRUPT
+    return _PickleScan(state, tuple(opcodes) if not truncated else (), truncated)
+
+
+@dataclass(frozen=True)
+class _Global:
+    """A reference to `module.name` that the pickle would have imported."""
+
+    module: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+@dataclass(eq=False)
+class _Call:
+    """What REDUCE/NEWOBJ/OBJ/INST would have called: func(*args)."""
+
+    func: object
+    args: object
+
+
+@dataclass(eq=False)
+class _Built:
+    """BUILD: `obj` with `state` applied (numpy arrays and dtypes are rebuilt this way)."""
+
+    obj: object
+    state: object
+
+
+@dataclass(eq=False)
+class _Dict:
+    items: list
+
+
+@dataclass(eq=False)
+class _Set:
+    items: list
+
+
+@dataclass(frozen=True)
+class _Opaque:
+    what: str
+
+
+class _Undescribable(Exception):
+    pass
+
+
+class _SymbolicUnpickler:
+    """Replays pickle opcodes on a stack of inert placeholders (_Global, _Call, …) instead of real objects, so
+    the structure of the payload can be inspected while nothing is imported or called."""
+
+    def __init__(self) -> None:
+        self.stack: list = []
+        self.marks: list[list] = []
+        self.memo: dict = {}
+
+    def run(self, opcodes) -> object:
+        for name, arg in opcodes:
+            if name == "STOP":
+                return self.stack.pop()
+            handler = _HANDLERS.get(name)
+            if handler is None:
+                raise _Undescribable(f"opcode {name}")
+            handler(self, arg, name)
+        raise _Undescribable("no STOP")
+
+    def pop_mark(self) -> list:
+        items = self.stack
+        self.stack = self.marks.pop()
+        return items
+
+    # handlers: (self, argument, opcode name)
+
+    def ignore(self, arg, name) -> None:
+        pass
+
+    def literal(self, arg, name) -> None:
+        self.stack.append(bytes(arg) if isinstance(arg, bytearray) else arg)
+
+    def constant(self, arg, name) -> None:
+        self.stack.append(_CONSTANTS[name])
+
+    def empty(self, arg, name) -> None:
+        self.stack.append(_EMPTY_CONTAINERS[name]())
+
+    def mark(self, arg, name) -> None:
+        self.marks.append(self.stack)
+        self.stack = []
+
+    def pop(self, arg, name) -> None:
+        if name == "POP" and self.stack:
+            self.stack.pop()
+        else:  # POP_MARK, or POP on an empty stack (which discards the mark, as pickle does)
+            self.pop_mark()
+
+    def dup(self, arg, name) -> None:
+        self.stack.append(self.stack[-1])
+
+    def from_mark(self, arg, name) -> None:
+        items = self.pop_mark()
+        self.stack.append(_container(name, items))
+
+    def small_tuple(self, arg, name) -> None:
+        count = int(name[-1])
+        items = tuple(self.stack[-count:])
+        del self.stack[-count:]
+        self.stack.append(items)
+
+    def append(self, arg, name) -> None:
+        value = self.stack.pop()
+        _extend(self.stack[-1], [value])
+
+    def appends(self, arg, name) -> None:  # APPENDS, ADDITEMS
+        items = self.pop_mark()
+        _extend(self.stack[-1], items)
+
+    def setitem(self, arg, name) -> None:
+        value = self.stack.pop()
+        key = self.stack.pop()
+        _extend(self.stack[-1], [(key, value)])
+
+    def setitems(self, arg, name) -> None:
+        items = self.pop_mark()
+        _extend(self.stack[-1], list(zip(items[::2], items[1::2])))
+
+    def global_(self, arg, name) -> None:
+        module, _, attr = str(arg).partition(" ")
+        self.stack.append(_Global(module, attr))
+
+    def stack_global(self, arg, name) -> None:
+        attr = self.stack.pop()
+        module = self.stack.pop()
+        self.stack.append(_Global(str(module), str(attr)))
+
+    def reduce(self, arg, name) -> None:  # REDUCE, NEWOBJ, NEWOBJ_EX
+        if name == "NEWOBJ_EX":
+            self.stack.pop()  # kwargs
+        args = self.stack.pop()
+        self.stack.append(_Call(self.stack.pop(), args))
+
+    def obj(self, arg, name) -> None:
+        items = self.pop_mark()
+        self.stack.append(_Call(items[0], tuple(items[1:])))
+
+    def inst(self, arg, name) -> None:
+        items = self.pop_mark()
+        module, _, attr = str(arg).partition(" ")
+        self.stack.append(_Call(_Global(module, attr), tuple(items)))
+
+    def build(self, arg, name) -> None:
+        state = self.stack.pop()
+        self.stack[-1] = _Built(self.stack[-1], state)
+
+    def put(self, arg, name) -> None:
+        self.memo[arg] = self.stack[-1]
+
+    def memoize(self, arg, name) -> None:
+        self.memo[len(self.memo)] = self.stack[-1]
+
+    def get(self, arg, name) -> None:
+        self.stack.append(self.memo[arg])
+
+    def opaque(self, arg, name) -> None:
+        if name == "BINPERSID":
+            self.stack.pop()
+        self.stack.append(_Opaque(_OPAQUE_NAMES[name]))
+
+
+# Opcodes whose genops argument already is the value (numbers, strings, bytes).
+_LITERAL_OPCODES = (
+    "INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT",
+    "STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8",
+    "BINBYTES", "SHORT_BINBYTES", "BINBYTES8", "BYTEARRAY8",
+)  # fmt: skip
+_CONSTANTS = {"NONE": None, "NEWTRUE": True, "NEWFALSE": False}
+_EMPTY_CONTAINERS = {
+    "EMPTY_LIST": list,
+    "EMPTY_TUPLE": tuple,
+    "EMPTY_DICT": lambda: _Dict([]),
+    "EMPTY_SET": lambda: _Set([]),
+}
+_OPAQUE_NAMES = {
+    "PERSID": "persistent id",
+    "BINPERSID": "persistent id",
+    "EXT1": "extension",
+    "EXT2": "extension",
+    "EXT4": "extension",
+    "NEXT_BUFFER": "out-of-band buffer",
+}
+_U = _SymbolicUnpickler
+_HANDLERS = {
+    **dict.fromkeys(("PROTO", "FRAME", "READONLY_BUFFER"), _U.ignore),
+    **dict.fromkeys(_LITERAL_OPCODES, _U.literal),
+    **dict.fromkeys(_CONSTANTS, _U.constant),
+    **dict.fromkeys(_EMPTY_CONTAINERS, _U.empty),
+    "MARK": _U.mark,
+    "POP": _U.pop,
+    "POP_MARK": _U.pop,
+    "DUP": _U.dup,
+    **dict.fromkeys(("LIST", "TUPLE", "DICT", "FROZENSET"), _U.from_mark),
+    **dict.fromkeys(("TUPLE1", "TUPLE2", "TUPLE3"), _U.small_tuple),
+    "APPEND": _U.append,
+    "APPENDS": _U.appends,
+    "ADDITEMS": _U.appends,
+    "SETITEM": _U.setitem,
+    "SETITEMS": _U.setitems,
+    "GLOBAL": _U.global_,
+    "STACK_GLOBAL": _U.stack_global,
+    **dict.fromkeys(("REDUCE", "NEWOBJ", "NEWOBJ_EX"), _U.reduce),
+    "OBJ": _U.obj,
+    "INST": _U.inst,
+    "BUILD": _U.build,
+    **dict.fromkeys(("PUT", "BINPUT", "LONG_BINPUT"), _U.put),
+    "MEMOIZE": _U.memoize,
+    **dict.fromkeys(("GET", "BINGET", "LONG_BINGET"), _U.get),
+    **dict.fromkeys(_OPAQUE_NAMES, _U.opaque),
+}
+del _U
+
+
+def _container(name: str, items: list) -> object:
+    if name == "LIST":
+        return list(items)
+    if name == "TUPLE":
+        return tuple(items)
+    if name == "DICT":
+        return _Dict(list(zip(items[::2], items[1::2])))
+    return _Set(list(items))
+
+
+def _extend(target: object, items: list) -> None:
+    """APPEND(S)/SETITEM(S)/ADDITEMS on a placeholder; on anything else (a custom class) the items are dropped,
+    as only the shape of the payload matters for a description."""
+    if isinstance(target, list):
+        target.extend(items)
+    elif isinstance(target, (_Dict, _Set)):
+        target.items.extend(items)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Values
+
+
+class FxValueKind(str, enum.Enum):
+    TENSOR = "tensor"
+    SCALAR = "scalar"  # 0-d numeric: an int/float/bool arg
+    NONE = "none"  # an arg that was None
+    STRING = "string"  # a string arg, or torchair's `np.array(f"{x}")` fallback
+    OBJECT = "object"  # anything else a pickle held (torch.dtype, lists with None, …), described in `text`
+
+
+@dataclass(frozen=True)
+class FxValue:
+    kind: FxValueKind
+    array: Optional[np.ndarray]  # TENSOR (memory-mapped, lazy), SCALAR (0-d), STRING (string arrays); else None
+    text: Optional[str]  # short human-readable value for everything but TENSOR
+
+
+_TEXT_LIMIT = 200
+_NUMERIC_KINDS = "biufc"
+
+
+def read_fx_value(path: PathLike) -> FxValue:
+    """Read one FX dump file. DumpIncomplete / DumpCorrupt when its size does not match its header."""
+    path = Path(path)
+    with open(path, "rb") as fp:
+        size = os.fstat(fp.fileno()).st_size
+        header = _read_header(fp, size, path)
+        if header.dtype.hasobject:
+            scan = _scan_pickle(fp, header.data_offset, size, keep_opcodes=True)
+            _raise_unless_complete(scan.completeness, path)
+            return _describe_object_array(scan)
+        _raise_unless_complete(_payload_completeness(fp, header, size), path)
+    return _read_plain_array(path, header)
+
+
+def _raise_unless_complete(state: Completeness, path: Path) -> None:
+    if state is Completeness.INCOMPLETE:
+        raise DumpIncomplete(path, "file is shorter than its .npy header promises")
+    if state is Completeness.CORRUPT:
+        raise DumpCorrupt(path, "file size does not match its .npy header")
+
+
+def _read_plain_array(path: Path, header: NpyHeader) -> FxValue:
+    # mmap keeps big tensors lazy; an empty payload cannot be mapped on every numpy, and needs no laziness.
+    mmap_mode = "r" if header.data_nbytes else None
+    array = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    kind = header.dtype.kind
+    if kind in ("U", "S"):
+        return FxValue(FxValueKind.STRING, array, _string_text(array))
+    if array.ndim == 0 and kind in _NUMERIC_KINDS:
+        scalar = np.array(array)  # detach from the mapping: a 0-d value is tiny
+        return FxValue(FxValueKind.SCALAR, scalar, _clip(repr(scalar.item())))
+    return FxValue(FxValueKind.TENSOR, array, None)
+
+
+def _string_text(array: np.ndarray) -> str:
+    if array.ndim == 0:
+        value = array.item()
+        return _clip(value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value))
+    return _clip(repr(array.tolist()) if array.size <= 16 else f"string array of shape {array.shape}")
+
+
+def _describe_object_array(scan: _PickleScan) -> FxValue:
+    if scan.truncated:
+        return FxValue(FxValueKind.OBJECT, None, "large object array (not described)")
+    try:
+        root = _SymbolicUnpickler().run(scan.opcodes)
+    except (_Undescribable, IndexError, KeyError, TypeError, ValueError):
+        return FxValue(FxValueKind.OBJECT, None, "object array with an unrecognised pickle payload")
+    parts = _numpy_array_parts(root)
+    if parts is None:
+        return FxValue(FxValueKind.OBJECT, None, _clip(_describe(root)))
+    shape, elements = parts
+    if shape == () and len(elements) == 1:
+        return _single_value(elements[0])
+    prefix = "" if len(shape) == 1 else f"shape {shape}: "
+    return FxValue(FxValueKind.OBJECT, None, _clip(prefix + _describe(elements)))
+
+
+def _numpy_array_parts(root: object) -> Optional[tuple[tuple, list]]:
+    """(shape, element list) if `root` is how ndarray.__reduce__ pickles an object array:
+    BUILD(_reconstruct(ndarray, (0,), b'b'), (version, shape, dtype, is_fortran, [elements]))."""
+    if not (isinstance(root, _Built) and isinstance(root.obj, _Call)):
+        return None
+    func = root.obj.func
+    if not (
+        isinstance(func, _Global)
+        and func.module.startswith("numpy")
+        and func.module.endswith("multiarray")
+        and func.name == "_reconstruct"
+    ):
+        return None
+    state = root.state
+    if not (isinstance(state, tuple) and len(state) == 5):
+        return None
+    shape, elements = state[1], state[4]
+    if not (isinstance(shape, tuple) and all(isinstance(d, int) for d in shape) and isinstance(elements, list)):
+        return None
+    return shape, elements
+
+
+def _single_value(value: object) -> FxValue:
+    if value is None:
+        return FxValue(FxValueKind.NONE, None, "None")
+    if isinstance(value, (bool, int, float, complex)):
+        return FxValue(FxValueKind.SCALAR, np.array(value), _clip(repr(value)))
+    if isinstance(value, str):
+        return FxValue(FxValueKind.STRING, None, _clip(value))
+    return FxValue(FxValueKind.OBJECT, None, _clip(_describe(value)))
+
+
+_MAX_DESCRIBED_ITEMS = 8
+_MAX_DESCRIBE_DEPTH = 6
+
+
+def _describe(value: object, depth: int = 0) -> str:
+    """A short Python-like rendering of a placeholder tree (bounded in depth and width; cycles are cut)."""
+    if depth > _MAX_DESCRIBE_DEPTH:
+        return "…"
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return _clip(repr(value), 60)
+    if isinstance(value, _Global):
+        return str(value)
+    if isinstance(value, _Opaque):
+        return f"<{value.what}>"
+    if isinstance(value, _Built):
+        return _describe(value.obj, depth + 1)
+    if isinstance(value, _Call):
+        return f"{_describe(value.func, depth + 1)}{_describe_items(_as_items(value.args), '(', ')', depth)}"
+    if isinstance(value, list):
+        return _describe_items(value, "[", "]", depth)
+    if isinstance(value, tuple):
+        return _describe_items(list(value), "(", ")", depth)
+    if isinstance(value, _Dict):
+        pairs = [_Pair(key, item) for key, item in value.items]
+        return _describe_items(pairs, "{", "}", depth)
+    if isinstance(value, _Set):
+        return _describe_items(value.items, "{", "}", depth)
+    if isinstance(value, _Pair):
+        return f"{_describe(value.key, depth + 1)}: {_describe(value.value, depth + 1)}"
+    return type(value).__name__
+
+
+@dataclass(frozen=True)
+class _Pair:
+    key: object
+    value: object
+
+
+def _as_items(args: object) -> list:
+    return list(args) if isinstance(args, (tuple, list)) else [args]
+
+
+def _describe_items(items: list, opening: str, closing: str, depth: int) -> str:
+    shown = [_describe(item, depth + 1) for item in items[:_MAX_DESCRIBED_ITEMS]]
+    if len(items) > _MAX_DESCRIBED_ITEMS:
+        shown.append(f"… ({len(items)} items)")
+    return opening + ", ".join(shown) + closing
+
+
+def _clip(text: str, limit: int = _TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,330 @@
+"""The GE dump binary file ("big dump" layout, spec/dump-formats.md §1.1–1.6), read without CANN.
+
+    uint64 L | L bytes DumpData protobuf | input payloads | output payloads | buffer payloads | workspace payloads
+
+The header is decoded by protobuf from tcmp's own `dump_data.proto`. A file is complete exactly when
+`8 + L + Σ sizes == file size`: smaller means the runtime is still writing it (DumpIncomplete, retry later),
+larger or an unparsable header means it will never be readable (DumpCorrupt). Nano dumps (magic 0x5A5A5A5A
+after the length) are delegated to `ge_nano`. Payloads are read lazily: only the header is read up front, and
+each tensor is taken from a memory map (or one ranged read for small tensors), never beyond the file's end.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from . import proto
+from .dtypes import PayloadTooShort, bits_per_element, decode_payload, dtype_name
+from .errors import DumpCorrupt, DumpIncomplete
+from .formats import format_name, to_nd
+from .records import IO, Completeness, LoadedTensor
+
+LENGTH_PREFIX = struct.Struct("<Q")
+NANO_MAGIC = 0x5A5A5A5A
+# GE headers are a few KB; a length beyond this is garbage, not a header still being written.
+MAX_HEADER_BYTES = 64 << 20
+# Payload sizes adding up to more than this are garbage (an overflowed uint64), not a file still being written.
+MAX_PLAUSIBLE_FILE = 1 << 46
+# Below this a tensor is fetched with one pread; above it mapped, so big tensors cost no copy.
+MMAP_THRESHOLD = 1 << 20
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class OriginalOp:
+    """`OpOutput.original_op`: the pre-fusion op (and output) a fused op's output stands for."""
+
+    name: str
+    output_index: int
+    data_type: int
+    format: int
+
+
+@dataclass(frozen=True)
+class GeTensor:
+    """One input or output described by the header; `offset` is the payload's absolute position in the file."""
+
+    io: IO
+    index: int
+    data_type: int
+    format: int
+    sub_format: int
+    shape: tuple[int, ...]  # device (storage) shape
+    original_shape: tuple[int, ...]  # logical shape; empty when the writer did not fill it
+    size: int  # payload bytes
+    offset: int
+    original_op: Optional[OriginalOp] = None
+
+    @property
+    def numel(self) -> int:
+        """Elements of the device shape (a scalar's empty shape holds one)."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def dtype_name(self) -> str:
+        return dtype_name(self.data_type)
+
+    @property
+    def format_name(self) -> str:
+        return format_name(self.format)
+
+    @property
+    def nd_shape(self) -> tuple[int, ...]:
+        """The shape the ND tensor will have when the layout converts (original shape if known)."""
+        return self.original_shape or self.shape
+
+
+@dataclass(frozen=True)
+class GeDump:
+    """The decoded header of one GE dump file (no payload bytes)."""
+
+    path: Path
+    op_name: str  # unsanitized, from the header (the file name carries a sanitized one)
+    version: str
+    dump_time: int
+    inputs: tuple[GeTensor, ...]
+    outputs: tuple[GeTensor, ...]
+    buffer_sizes: tuple[int, ...]
+    workspace_sizes: tuple[int, ...]
+    attrs: tuple[tuple[str, str], ...]
+    header_length: int
+    file_size: int
+    nano: bool = False
+    dfx_message: str = ""
+
+    @property
+    def tensors(self) -> tuple[GeTensor, ...]:
+        return self.inputs + self.outputs
+
+    def tensor(self, io: IO, index: int) -> GeTensor:
+        items = self.inputs if io is IO.INPUT else self.outputs
+        return items[index]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    header_length: int
+    payload_total: int
+
+
+def _read_prefix(handle, path: Path, file_size: int) -> tuple[int, bytes]:
+    """The header length and the 4 bytes after it (nano magic probe)."""
+    if file_size < LENGTH_PREFIX.size:
+        raise DumpIncomplete(path, f"only {file_size} bytes: the 8-byte header length is not written yet")
+    head = handle.read(LENGTH_PREFIX.size + 4)
+    (header_length,) = LENGTH_PREFIX.unpack_from(head)
+    if header_length > MAX_HEADER_BYTES:
+        raise DumpCorrupt(
+            path, f"header length {header_length} is implausible (> {MAX_HEADER_BYTES} bytes): not a GE dump"
+        )
+    if LENGTH_PREFIX.size + header_length > file_size:
+        raise DumpIncomplete(
+            path,
+            f"header length {header_length} exceeds the {file_size - LENGTH_PREFIX.size} bytes after the "
+            "length field: header not fully written (or the file is cut)",
+        )
+    return header_length, head[LENGTH_PREFIX.size :]
+
+
+def _check_total(path: Path, header_length: int, sizes: list[int], file_size: int) -> None:
+    expected = LENGTH_PREFIX.size + header_length + sum(sizes)
+    if expected > MAX_PLAUSIBLE_FILE:
+        raise DumpCorrupt(path, f"payload sizes add up to {expected} bytes: the header is garbage")
+    if expected > file_size:
+        raise DumpIncomplete(
+            path,
+            f"file has {file_size} bytes but its header promises {expected} "
+            f"(8 + {header_length} header + {sum(sizes)} payload): still being written, or cut short",
+        )
+    if expected < file_size:
+        raise DumpCorrupt(
+            path,
+            f"file has {file_size} bytes, {file_size - expected} more than its header accounts for "
+            f"(8 + {header_length} header + {sum(sizes)} payload)",
+        )
+
+
+def _shape(message) -> tuple[int, ...]:
+    return tuple(int(d) for d in message.dim)
+
+
+def _tensors_from_header(message, header_length: int) -> tuple[tuple[GeTensor, ...], tuple[GeTensor, ...]]:
+    offset = LENGTH_PREFIX.size + header_length
+    inputs = []
+    for i, item in enumerate(message.input):  # payload order is inputs first (writer: DoDumpTensor)
+        inputs.append(
+            GeTensor(
+                IO.INPUT, i, item.data_type, item.format, item.sub_format, _shape(item.shape),
+                _shape(item.original_shape), int(item.size), offset,
+            )
+        )  # fmt: skip
+        offset += int(item.size)
+    outputs = []
+    for i, item in enumerate(message.output):
+        original = None
+        if item.HasField("original_op") and item.original_op.name:
+            op = item.original_op
+            original = OriginalOp(op.name, int(op.output_index), op.data_type, op.format)
+        outputs.append(
+            GeTensor(
+                IO.OUTPUT, i, item.data_type, item.format, item.sub_format, _shape(item.shape),
+                _shape(item.original_shape), int(item.size), offset, original,
+            )
+        )  # fmt: skip
+        offset += int(item.size)
+    return tuple(inputs), tuple(outputs)
+
+
+def read_ge_dump(path: PathLike) -> GeDump:
+    """Read and check the header of a GE dump file (big dump or nano).
+
+    Raises DumpIncomplete when the file is shorter than its header promises and DumpCorrupt when it can never
+    be read. Only the header bytes are read.
+    """
+    path = Path(path)
+    with open(path, "rb") as handle:
+        file_size = os.fstat(handle.fileno()).st_size
+        header_length, probe = _read_prefix(handle, path, file_size)
+        if len(probe) == 4 and struct.unpack("<I", probe)[0] == NANO_MAGIC:
+            from .ge_nano import read_nano_header  # rare: lite SoCs only
+
+            handle.seek(LENGTH_PREFIX.size)
+            return read_nano_header(path, handle.read(header_length), header_length, file_size)
+        handle.seek(LENGTH_PREFIX.size)
+        header = handle.read(header_length)
+    try:
+        message = proto.DumpData.FromString(header)
+    except (DecodeError, RuntimeError, ValueError) as exc:  # upb raises DecodeError; older backends vary
+        raise DumpCorrupt(path, f"header ({header_length} bytes) is not a DumpData protobuf: {exc}") from exc
+    sizes = [int(t.size) for t in message.input] + [int(t.size) for t in message.output]
+    buffer_sizes = tuple(int(b.size) for b in message.buffer)
+    workspace_sizes = tuple(int(s.size) for s in message.space)
+    _check_total(path, header_length, sizes + list(buffer_sizes) + list(workspace_sizes), file_size)
+    inputs, outputs = _tensors_from_header(message, header_length)
+    return GeDump(
+        path=path,
+        op_name=message.op_name,
+        version=message.version,
+        dump_time=int(message.dump_time),
+        inputs=inputs,
+        outputs=outputs,
+        buffer_sizes=buffer_sizes,
+        workspace_sizes=workspace_sizes,
+        attrs=tuple((a.name, a.value) for a in message.attr),
+        header_length=header_length,
+        file_size=file_size,
+        dfx_message=message.dfx_message,
+    )
+
+
+def ge_dump_completeness(path: PathLike) -> tuple[Completeness, str]:
+    """The size equation only: is the file complete, still being written, or corrupt (and why)."""
+    try:
+        read_ge_dump(path)
+    except DumpIncomplete as exc:
+        return Completeness.INCOMPLETE, exc.message
+    except DumpCorrupt as exc:
+        return Completeness.CORRUPT, exc.message
+    return Completeness.COMPLETE, ""
+
+
+@dataclass
+class GeDumpReader:
+    """Loads the tensors of one checked GE dump; the file is opened (and mapped) once, on first use.
+
+    Arrays it returns may be read-only views of the memory map; they stay valid after `close()`.
+    """
+
+    dump: GeDump
+    _map: Optional[mmap.mmap] = field(default=None, repr=False)
+
+    def __enter__(self) -> GeDumpReader:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        # Not mmap.close(): arrays handed out may still reference the map; it goes away with them.
+        self._map = None
+
+    def _payload(self, tensor: GeTensor) -> Union[memoryview, bytes]:
+        if tensor.size == 0:
+            return b""
+        if self._map is None and tensor.size < MMAP_THRESHOLD:
+            with open(self.dump.path, "rb") as handle:
+                data = os.pread(handle.fileno(), tensor.size, tensor.offset)
+            if len(data) != tensor.size:
+                raise DumpIncomplete(self.dump.path, "file shrank after its header was checked")
+            return data
+        if self._map is None:
+            with open(self.dump.path, "rb") as handle:
+                if os.fstat(handle.fileno()).st_size != self.dump.file_size:
+                    # mapping a file that changed size risks SIGBUS on access; refuse instead
+                    raise DumpCorrupt(self.dump.path, "file changed size after its header was checked")
+                flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+                self._map = mmap.mmap(handle.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
+        return memoryview(self._map)[tensor.offset : tensor.offset + tensor.size]
+
+    def load(self, tensor: GeTensor, *, nd: bool = True) -> LoadedTensor:
+        """Decode one tensor and (with `nd`) convert its device format to ND.
+
+        Never raises for an odd dtype or format: those come back flat or as raw bytes, with notes.
+        """
+        notes: list[str] = []
+        numel = tensor.numel
+        bits = bits_per_element(tensor.data_type)
+        if not tensor.shape and bits is not None and tensor.size * 8 > bits:
+            numel = tensor.size * 8 // bits  # no shape but more than one element: read it flat
+            notes.append(f"no shape in the header; read {numel} elements flat")
+        if bits is not None and (numel * bits + 7) // 8 > tensor.size:
+            notes.append(
+                f"shape {list(tensor.shape)} of {tensor.dtype_name} needs {(numel * bits + 7) // 8} bytes "
+                f"but the payload has {tensor.size}; kept as raw bytes"
+            )
+            data = np.frombuffer(self._payload(tensor), dtype=np.uint8)
+            return LoadedTensor(data, tensor.dtype_name, raw=True, layout_converted=False, notes=tuple(notes))
+        try:
+            decoded = decode_payload(self._payload(tensor), tensor.data_type, numel)
+        except PayloadTooShort as exc:  # guarded above; kept for dtypes without a fixed width
+            raise DumpCorrupt(self.dump.path, f"{tensor.io.value} {tensor.index}: {exc}") from exc
+        if decoded.note:
+            notes.append(decoded.note)
+        if decoded.raw:
+            return LoadedTensor(decoded.array, tensor.dtype_name, raw=True, layout_converted=False, notes=tuple(notes))
+        if not nd:
+            shaped = decoded.array.reshape(tensor.shape) if numel == tensor.numel else decoded.array
+            return LoadedTensor(shaped, tensor.dtype_name, raw=False, layout_converted=False, notes=tuple(notes))
+        shape = tensor.shape if numel == tensor.numel else (numel,)
+        result = to_nd(decoded.array, tensor.format, tensor.sub_format, shape, tensor.original_shape)
+        if result.flag:
+            notes.append(result.flag)
+        return LoadedTensor(
+            result.array,
+            tensor.dtype_name,
+            raw=False,
+            layout_converted=result.converted,
+            notes=tuple(notes),
+            layout_flagged=result.flag is not None,
+        )
+
+    def load_all(self, io: Optional[IO] = None) -> list[tuple[GeTensor, LoadedTensor]]:
+        tensors = self.dump.tensors if io is None else (self.dump.inputs if io is IO.INPUT else self.dump.outputs)
+        return [(t, self.load(t)) for t in tensors]
+
+
+def open_ge_dump(path: PathLike) -> GeDumpReader:
+    """Check a GE dump file and return a reader for its tensors (use as a context manager)."""
+    return GeDumpReader(read_ge_dump(path))

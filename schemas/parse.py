@@ -1,0 +1,154 @@
+"""`tcmp parse`: a CANN-free replacement for `msprobe parse`.
+
+Each GE dump tensor becomes `{dump file name}.{input|output}.{i}.npy` in ND layout. Dtypes numpy has no native
+type for (bf16, float8, HiFloat8, E8M0, int4/int2/uint2/uint1) are written as float32, exactly widened;
+undecodable payloads as their raw bytes (uint8), with a note. `--info` describes every tensor as one JSON object
+without reading payloads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .dtypes import DataType, to_float32
+from .errors import DumpError, describe
+from .ge_dump import GeDump, GeTensor, open_ge_dump, read_ge_dump
+from .ge_names import parse_ge_file_name
+from .layout import FileKind, classify_name
+
+# written as float32: numpy has no native type for them (sub-byte integers decode to int8/uint8/bool, but
+# msprobe parse users expect float32 files for every packed or low-precision type)
+_AS_FLOAT32 = frozenset(
+    int(d)
+    for d in (
+        DataType.DT_BF16, DataType.DT_FLOAT8_E5M2, DataType.DT_FLOAT8_E4M3FN, DataType.DT_FLOAT8_E8M0,
+        DataType.DT_HIFLOAT8, DataType.DT_INT4, DataType.DT_INT2, DataType.DT_UINT2, DataType.DT_UINT1,
+    )
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a parsed file, as `--info` prints it."""
+
+    file: str
+    op: str
+    op_type: Optional[str]
+    io: str
+    index: int
+    dtype: str
+    format: str
+    device_shape: tuple[int, ...]
+    shape: tuple[int, ...]
+    size: int
+    original_op: Optional[tuple[str, int]]
+    output: Optional[str] = None  # the .npy written, when converting
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "file": self.file,
+                "op": self.op,
+                "op_type": self.op_type,
+                "io": self.io,
+                "index": self.index,
+                "dtype": self.dtype,
+                "format": self.format,
+                "device_shape": list(self.device_shape),
+                "shape": list(self.shape),
+                "size": self.size,
+                "original_op": None
+                if self.original_op is None
+                else {"name": self.original_op[0], "output_index": self.original_op[1]},
+                "output": self.output,
+                "notes": list(self.notes),
+            },
+            ensure_ascii=False,
+        )
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    path: Path
+    tensors: tuple[TensorInfo, ...]
+    error: Optional[str] = None
+
+
+def _op_type(path: Path) -> Optional[str]:
+    try:
+        return parse_ge_file_name(path.name).op_type
+    except DumpError:
+        return None  # hashed or odd names: the header still has the op name
+
+
+def _info(path: Path, dump: GeDump, tensor: GeTensor, output: Optional[str] = None, notes=()) -> TensorInfo:
+    original = tensor.original_op
+    return TensorInfo(
+        file=str(path),
+        op=dump.op_name,
+        op_type=_op_type(path),
+        io=tensor.io.value,
+        index=tensor.index,
+        dtype=tensor.dtype_name,
+        format=tensor.format_name,
+        device_shape=tensor.shape,
+        shape=tensor.nd_shape,
+        size=tensor.size,
+        original_op=None if original is None else (original.name, original.output_index),
+        output=output,
+        notes=tuple(notes),
+    )
+
+
+def _storable(array: np.ndarray, data_type: int) -> np.ndarray:
+    if data_type in _AS_FLOAT32:
+        return to_float32(array).astype(np.float32, copy=False)
+    return array
+
+
+def parse_file(path: Path, output_dir: Optional[Path] = None) -> ParsedFile:
+    """Describe one GE dump file and, with `output_dir`, write its tensors as ND `.npy` files."""
+    path = Path(path)
+    try:
+        if output_dir is None:
+            dump = read_ge_dump(path)
+            return ParsedFile(path, tuple(_info(path, dump, t) for t in dump.tensors))
+        infos = []
+        with open_ge_dump(path) as reader:
+            for tensor in reader.dump.tensors:
+                loaded = reader.load(tensor)
+                target = output_dir / f"{path.name}.{tensor.io.value}.{tensor.index}.npy"
+                np.save(target, loaded.array if loaded.raw else _storable(loaded.array, tensor.data_type))
+                infos.append(_info(path, reader.dump, tensor, str(target), loaded.notes))
+        return ParsedFile(path, tuple(infos))
+    except DumpError as exc:
+        return ParsedFile(path, (), describe(exc))
+    except OSError as exc:
+        return ParsedFile(path, (), f"cannot read: {exc.strerror or exc}")
+
+
+def parse_dumps(paths: Iterable[Path], output_dir: Optional[Path] = None) -> Iterator[ParsedFile]:
+    """`parse_file` over every GE dump file under `paths` (see `find_dump_files`)."""
+    if output_dir is not None:
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+    for path in find_dump_files(paths):
+        yield parse_file(path, output_dir)
+
+
+def find_dump_files(paths: Iterable[Path]) -> Iterator[Path]:
+    """The GE binary dump files among `paths` (files as given; directories walked, in name order)."""
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            for child in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
+                if classify_name(child.name) is FileKind.GE_BINARY:
+                    yield child
+        else:
+            yield path

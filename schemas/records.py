@@ -1,0 +1,66 @@
+"""Records shared between the layers: which side of a compare a file belongs to, tensor direction, file
+completeness, and the per-tensor summary that the index stores and statistics-mode compares."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+
+class Side(str, enum.Enum):
+    GE = "ge"
+    FX = "fx"
+    GRAPH = "graph"
+
+
+class IO(str, enum.Enum):
+    INPUT = "input"
+    OUTPUT = "output"
+
+
+class Completeness(str, enum.Enum):
+    """What a format-level size check says about a file on disk."""
+
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"  # smaller than its header promises: still being written
+    CORRUPT = "corrupt"  # larger than promised, or a header that cannot be parsed
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Condensed statistics of one tensor.
+
+    min, max, mean and l2norm are taken over the non-NaN elements (so ±inf shows in min/max and makes mean and
+    l2norm infinite); nan_count and inf_count say what was there. None means "not available" (non-numeric
+    tensor, or a source such as an appendix `_min_max` file that only holds min and max). crc32 is taken over
+    the tensor's canonical ND bytes (see tcmp.compare.summary).
+    """
+
+    numel: Optional[int]
+    min: Optional[float]
+    max: Optional[float]
+    mean: Optional[float] = None
+    l2norm: Optional[float] = None
+    nan_count: Optional[int] = None
+    inf_count: Optional[int] = None
+    crc32: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class LoadedTensor:
+    """A tensor as read from a dump: ND layout where the device format could be undone.
+
+    `array` keeps the dump's own dtype (ml_dtypes' bfloat16 and float8 types included; sub-byte integers widened
+    to int8/uint8); `raw` means it holds the payload bytes because the dtype has no numeric decoding. `notes`
+    say everything a user should know about how it was read (unverified bit orders, unconverted layouts …).
+    """
+
+    array: np.ndarray
+    dtype_name: str
+    raw: bool = False
+    layout_converted: bool = False
+    notes: tuple[str, ...] = ()
+    layout_flagged: bool = False

@@ -1,0 +1,200 @@
+"""Format-exact GE dump files for tests, the demo and benchmarks (spec/dump-formats.md §1.1–1.3, §1.7, §3.1).
+
+A tensor is given by its logical values, dtype and device format; the writer packs it into the device layout
+(`pack`, written from the spec's forward index maps), encodes the payload (`dtype_encode`), builds the
+DumpData header with protobuf and writes `uint64 L | header | inputs | outputs | buffers | workspaces`. It
+returns what a correct reader must give back: the exact ND values after rounding to the dtype.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from tcmp.schemas import proto
+from tcmp.schemas.formats import Format
+from tcmp.schemas.records import IO
+
+from .dtype_encode import encode_values
+from .pack import pack
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor to write. `values` are logical (ND) values; they are rounded to `dtype` on writing."""
+
+    values: np.ndarray
+    dtype: int
+    format: int = int(Format.ND)
+    c0: int = 16
+    groups: int = 1
+    layout: Optional[int] = None  # logical layout for the conv formats (see pack)
+    original_op: Optional[tuple[str, int]] = None  # outputs only: (pre-fusion op name, its output index)
+    write_original_shape: bool = True
+
+
+@dataclass(frozen=True)
+class WrittenTensor:
+    """What was written for one tensor, and what a correct reader must return for it."""
+
+    io: IO
+    index: int
+    dtype: int
+    format: int
+    expected: np.ndarray  # exact ND values (float64 / complex128 / bool / integer)
+    device_shape: tuple[int, ...]
+    original_shape: tuple[int, ...]
+    size: int
+
+
+@dataclass(frozen=True)
+class WrittenDump:
+    path: Path
+    op_name: str
+    dump_time: int
+    inputs: tuple[WrittenTensor, ...]
+    outputs: tuple[WrittenTensor, ...]
+    size: int
+
+    @property
+    def tensors(self) -> tuple[WrittenTensor, ...]:
+        return self.inputs + self.outputs
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    payload: bytes
+    written: WrittenTensor
+    sub_format: int
+
+
+def _encode(spec: TensorSpec, io: IO, index: int) -> _Encoded:
+    values = np.asarray(spec.values)
+    packed = pack(values, spec.format, c0=spec.c0, groups=spec.groups, layout=spec.layout)
+    device = encode_values(packed.device.reshape(-1), spec.dtype)
+    logical = encode_values(values.reshape(-1), spec.dtype).values.reshape(values.shape)
+    written = WrittenTensor(
+        io=io,
+        index=index,
+        dtype=spec.dtype,
+        format=spec.format,
+        expected=logical,
+        device_shape=tuple(packed.device_shape),
+        original_shape=tuple(packed.original_shape) if spec.write_original_shape else (),
+        size=len(device.payload),
+    )
+    return _Encoded(device.payload, written, packed.sub_format)
+
+
+def encode_ge_dump(
+    op_name: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    *,
+    dump_time: int,
+    attrs: Sequence[tuple[str, str]] = (),
+    buffers: Sequence[bytes] = (),
+    workspaces: Sequence[bytes] = (),
+    version: str = "2.0",
+) -> tuple[bytes, tuple[WrittenTensor, ...], tuple[WrittenTensor, ...]]:
+    """The bytes of one big-dump file and what was written."""
+    enc_in = [_encode(s, IO.INPUT, i) for i, s in enumerate(inputs)]
+    enc_out = [_encode(s, IO.OUTPUT, i) for i, s in enumerate(outputs)]
+    header = proto.DumpData(version=version, dump_time=dump_time, op_name=op_name)
+    for e in enc_in:
+        item = header.input.add(data_type=e.written.dtype, format=e.written.format, size=e.written.size)
+        item.shape.dim.extend(e.written.device_shape)
+        item.original_shape.dim.extend(e.written.original_shape)
+        item.sub_format = e.sub_format
+    for e, spec in zip(enc_out, outputs):
+        item = header.output.add(data_type=e.written.dtype, format=e.written.format, size=e.written.size)
+        item.shape.dim.extend(e.written.device_shape)
+        item.original_shape.dim.extend(e.written.original_shape)
+        item.sub_format = e.sub_format
+        if spec.original_op is not None:
+            item.original_op.name, item.original_op.output_index = spec.original_op
+    for data in buffers:
+        header.buffer.add(size=len(data))
+    for data in workspaces:
+        header.space.add(size=len(data))
+    for name, value in attrs:
+        header.attr.add(name=name, value=value)
+    blob = header.SerializeToString()
+    parts = [struct.pack("<Q", len(blob)), blob]
+    parts += [e.payload for e in enc_in] + [e.payload for e in enc_out] + list(buffers) + list(workspaces)
+    return b"".join(parts), tuple(e.written for e in enc_in), tuple(e.written for e in enc_out)
+
+
+def write_ge_dump(
+    path: os.PathLike,
+    op_name: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    *,
+    dump_time: int,
+    attrs: Sequence[tuple[str, str]] = (),
+    buffers: Sequence[bytes] = (),
+    workspaces: Sequence[bytes] = (),
+) -> WrittenDump:
+    data, written_in, written_out = encode_ge_dump(
+        op_name, inputs, outputs, dump_time=dump_time, attrs=attrs, buffers=buffers, workspaces=workspaces
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return WrittenDump(path, op_name, dump_time, written_in, written_out, len(data))
+
+
+# ge::DataType (nano numbering) for the dump-proto codes the nano writer supports
+_PROTO_TO_NANO_DTYPE = {1: 0, 2: 1, 3: 2, 7: 3, 4: 4, 5: 6, 6: 7, 9: 8, 8: 9, 10: 10, 12: 11, 11: 12, 27: 27}
+
+
+def _tlnv(tag: int, payload: bytes) -> bytes:
+    return struct.pack("<II", tag, len(payload)) + payload
+
+
+def _dims(shape: Sequence[int]) -> bytes:
+    return struct.pack(f"<{len(shape)}Q", *shape)
+
+
+def encode_nano_dump(
+    inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, version: int = 1
+) -> tuple[bytes, tuple[WrittenTensor, ...], tuple[WrittenTensor, ...]]:
+    """A nano dump (TLV header, ge::DataType numbering; spec §1.7)."""
+    enc_in = [_encode(s, IO.INPUT, i) for i, s in enumerate(inputs)]
+    enc_out = [_encode(s, IO.OUTPUT, i) for i, s in enumerate(outputs)]
+    in_records = b""
+    for e in enc_in:
+        w = e.written
+        tlv = _tlnv(0, _dims(w.device_shape)) + _tlnv(1, _dims(w.original_shape))
+        in_records += struct.pack("<iiiQQQI", _PROTO_TO_NANO_DTYPE[w.dtype], w.format, 0, 0, 0, w.size, len(tlv))
+        in_records += tlv
+    out_records = b""
+    for e, spec in zip(enc_out, outputs):
+        w = e.written
+        origin_name, origin_index = spec.original_op or ("", 0)
+        tlv = _tlnv(0, _dims(w.device_shape)) + _tlnv(1, _dims(w.original_shape))
+        if origin_name:
+            tlv += _tlnv(2, origin_name.encode() + b"\0")
+        nano_dtype = _PROTO_TO_NANO_DTYPE[w.dtype]
+        out_records += struct.pack(
+            "<iiiiiiQQQI", nano_dtype, w.format, 0, origin_index, nano_dtype, w.format, 0, 0, w.size, len(tlv)
+        )
+        out_records += tlv
+    in_block = struct.pack("<I", len(enc_in)) + in_records
+    out_block = struct.pack("<I", len(enc_out)) + out_records
+    header = (
+        struct.pack("<II", 0x5A5A5A5A, version)
+        + struct.pack("<II", 4, len(in_block))
+        + in_block
+        + struct.pack("<II", 5, len(out_block))
+        + out_block
+    )
+    data = struct.pack("<Q", len(header)) + header + b"".join(e.payload for e in enc_in + enc_out)
+    return data, tuple(e.written for e in enc_in), tuple(e.written for e in enc_out)

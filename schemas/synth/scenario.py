@@ -1,0 +1,471 @@
+"""Synthetic torchair dump trees: a GE fusion-on dump (the target), its golden FX dump (any layout era) and a
+fusion-off GE dump, for several ranks, tokens and graphs, with injected faults.
+
+Layout written under `root` (spec/dump-formats.md §4):
+
+    target/msprobe_ge_dump/dynamo_{original,optimized}_graph_{N}_rank_{R}_pid_…_ts_….txt
+    target/msprobe_ge_dump/[worldsize{W}_global_rank{R}/]{time}/{R}/graph_{N}_0/{model_id}/{token}/<GE files>
+    golden_ge/msprobe_ge_dump/…                      same layout, fusion off, another {time}
+    golden_fx/…                                      per `FxEra`
+
+Values are exact: the golden FX tensors are the model's float64 values rounded to their dtype, and the target
+holds the same values (plus optional relative `noise`) except where a `Fault` says otherwise. Faults stay local
+unless `propagate_faults`: then everything downstream of the faulty op is off as well, which is what a real
+accuracy bug looks like (and what first-divergence analysis must see through). The returned `Scenario` lists
+every target op execution written, with its fault, so tests can check a compare against it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.formats import Format
+from tcmp.schemas.records import IO
+
+from .fx_writer import FxEra, FxWriter
+from .ge_writer import TensorSpec, write_ge_dump
+from .graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
+from .model import FusionGroup, GeOpDef, ModelConfig, ModelGraph, ModelValues, OpKind, TensorRef, build_model_values
+
+MAX_FILE_NAME = 255  # longer dump names are replaced by a hash and recorded in mapping.csv
+BASE_TIMESTAMP_US = 1_764_400_000_000_000  # 16-digit µs timestamps, as gettimeofday gives today
+TARGET_TIME_DIR = "20261129083000"
+GOLDEN_TIME_DIR = "20261129084500"
+PID = 4242
+
+
+class FaultKind(str, enum.Enum):
+    REL_ERROR = "rel_error"  # every output element off by `magnitude` (relative)
+    NAN = "nan"  # some output elements NaN
+    INF = "inf"  # some output elements +inf
+    SHAPE = "shape"  # output 0 has an extra row
+    TRUNCATE = "truncate"  # the file is cut short (never completes)
+    CORRUPT_HEADER = "corrupt_header"  # the protobuf header is garbled
+
+
+VALUE_FAULTS = (FaultKind.REL_ERROR, FaultKind.NAN, FaultKind.INF, FaultKind.SHAPE)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault injected into the target dump of GE op `op` (a fused op's name, or an unfused op's)."""
+
+    op: str
+    kind: FaultKind
+    magnitude: float = 0.05
+    tokens: Optional[tuple[int, ...]] = None  # None: every token
+    ranks: Optional[tuple[int, ...]] = None
+
+    def applies(self, rank: int, token: int) -> bool:
+        return (self.tokens is None or token in self.tokens) and (self.ranks is None or rank in self.ranks)
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    seed: int = 0
+    ranks: int = 1
+    tokens: int = 2
+    graphs: tuple[int, ...] = (1,)  # graph numbers N (graph_{N}); several graphs = several models
+    fx_era: FxEra = FxEra.RANKED
+    ge_rank_dirs: bool = True  # GE under worldsize*_global_rank* (torchair >= 2025-08)
+    write_fx: bool = True
+    write_fusion_off: bool = True
+    faults: tuple[Fault, ...] = ()
+    propagate_faults: bool = False
+    noise: float = 0.0
+    ffts_ops: tuple[str, ...] = ()  # target ops written as two FFTS+ slice files (automatic mode)
+    capture_names: bool = False  # adump capture-mode file names (6 fields) instead of the GE 5-field form
+
+
+@dataclass(frozen=True)
+class TargetOp:
+    """One op execution written into the target dump."""
+
+    rank: int
+    token: int
+    graph: int
+    op_name: str  # graph name (fused ops: GE's fused name), unsanitized
+    op_type: str
+    execution: int  # k-th execution of this op in the token
+    paths: tuple[Path, ...]  # one file, or the FFTS+ slice files
+    fault: Optional[FaultKind]
+    members: tuple[str, ...] = ()  # fused ops: the member op names
+    inserted: bool = False  # GE-inserted op (TransData / Cast without FX counterpart)
+    inner: bool = False  # inner op of a multi-op expansion (its outputs have no FX tensor)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    root: Path
+    target: Path
+    golden_fx: Optional[Path]
+    golden_ge: Optional[Path]
+    config: ScenarioConfig
+    graphs: tuple[ModelGraph, ...]
+    target_ops: tuple[TargetOp, ...]
+
+    def faulty(self, rank: int, token: int) -> tuple[TargetOp, ...]:
+        return tuple(o for o in self.target_ops if o.rank == rank and o.token == token and o.fault is not None)
+
+    @property
+    def golden(self) -> Path:
+        golden = self.golden_fx or self.golden_ge
+        assert golden is not None
+        return golden
+
+
+def sanitize(name: str) -> str:
+    """GE's file-name sanitizing (ReplaceStringElem): space, `.`, `/` and `\\` become `_`."""
+    for ch in " ./\\":
+        name = name.replace(ch, "_")
+    return name
+
+
+@dataclass
+class _Clock:
+    """Execution order: one timestamp per op execution, one task id per file."""
+
+    now: int = BASE_TIMESTAMP_US
+    task: int = 1
+
+    def tick(self) -> tuple[int, int]:
+        self.now += 37
+        self.task += 1
+        return self.now, self.task
+
+
+@dataclass(frozen=True)
+class _DumpOp:
+    """One op as dumped: unfused, or a fusion group collapsed into one op."""
+
+    name: str
+    type: str
+    inputs: tuple[TensorRef, ...]
+    outputs: tuple[TensorRef, ...]
+    original_ops: tuple[Optional[tuple[str, int]], ...]
+    repeat: int
+    members: tuple[str, ...] = ()
+    kind: OpKind = OpKind.COMPUTE
+
+
+def _dump_ops(graph: ModelGraph, fused: bool) -> list[_DumpOp]:
+    """The ops a GE run executes (and dumps), in execution order."""
+    executed = [o for o in graph.ge_ops if o.kind not in (OpKind.DATA, OpKind.CONST)]
+    groups = {m: g for g in graph.fusion_groups for m in g.members} if fused else {}
+    ops: list[_DumpOp] = []
+    for op in executed:
+        group = groups.get(op.name)
+        if group is None:
+            outs = tuple(TensorRef(op.name, i) for i in range(len(op.output_dtypes)))
+            ops.append(_DumpOp(op.name, op.type, op.inputs, outs, (None,) * len(outs), op.repeat, kind=op.kind))
+        elif op.name == group.members[0]:
+            ops.append(_fused_op(graph, group))
+    return ops
+
+
+def _fused_op(graph: ModelGraph, group: FusionGroup) -> _DumpOp:
+    members = [graph.op(m) for m in group.members]
+    inside = set(group.members)
+    inputs: list[TensorRef] = []
+    for member in members:
+        for ref in member.inputs:
+            if ref.op not in inside and ref not in inputs:
+                inputs.append(ref)
+    consumed_outside = {ref for op in graph.ge_ops if op.name not in inside for ref in op.inputs}
+    outputs = [
+        TensorRef(m.name, i)
+        for m in members
+        for i in range(len(m.output_dtypes))
+        if TensorRef(m.name, i) in consumed_outside
+    ] or [TensorRef(members[-1].name, i) for i in range(len(members[-1].output_dtypes))]
+    originals = tuple((r.op, r.index) if group.record_original_op else None for r in outputs)
+    return _DumpOp(group.name, group.type, tuple(inputs), tuple(outputs), originals, 1, group.members)
+
+
+def _descendants(graph: ModelGraph, roots: set[str]) -> set[str]:
+    found = set(roots)
+    for op in graph.ge_ops:  # ops are in topological order
+        if any(ref.op in found for ref in op.inputs):
+            found.add(op.name)
+    return found - roots
+
+
+class _ValueSource:
+    """Target-side values of one rank and token: golden, with noise, with propagated faults.
+
+    Each tensor is drawn once, so an op's dumped input is exactly its producer's dumped output.
+    """
+
+    def __init__(self, config: ScenarioConfig, graph: ModelGraph, values: ModelValues, rank: int, token: int):
+        self.values = values
+        self.noise = config.noise
+        self.rng = np.random.default_rng([config.seed, rank, token, 7])
+        self.faults = {f.op: f for f in config.faults if f.applies(rank, token)}
+        self.propagate = config.propagate_faults
+        self.propagated: dict[str, Fault] = {}
+        self._cache: dict[tuple[TensorRef, int], np.ndarray] = {}
+        if self.propagate:
+            members = {g.name: g.members for g in graph.fusion_groups}
+            for fault in self.faults.values():
+                if fault.kind in (FaultKind.REL_ERROR, FaultKind.NAN, FaultKind.INF):
+                    roots = set(members.get(fault.op, (fault.op,)))
+                    for name in roots | _descendants(graph, roots):
+                        self.propagated.setdefault(name, fault)
+
+    def golden(self, ref: TensorRef, execution: int = 0) -> np.ndarray:
+        if execution and (ref.op, execution) in self.values.repeats:
+            return self.values.repeats[(ref.op, execution)][ref.index]
+        return self.values.tensors[ref]
+
+    def target(self, ref: TensorRef, execution: int = 0) -> np.ndarray:
+        key = (ref, execution)
+        if key not in self._cache:
+            value = self.golden(ref, execution)
+            if self.noise and value.dtype.kind == "f":
+                value = value * (1.0 + self.rng.uniform(-self.noise, self.noise, value.shape))
+            fault = self.propagated.get(ref.op)
+            self._cache[key] = value if fault is None else _apply(fault, value)
+        return self._cache[key]
+
+    def local_fault(self, op_name: str) -> Optional[Fault]:
+        """The fault to apply to the op's own outputs when writing them (propagated ones are already in)."""
+        fault = self.faults.get(op_name)
+        if fault is None or fault.kind not in VALUE_FAULTS:
+            return None
+        return None if self.propagate and fault.kind is not FaultKind.SHAPE else fault
+
+
+def _apply(fault: Fault, value: np.ndarray) -> np.ndarray:
+    if value.dtype.kind != "f":
+        return value
+    value = np.array(value, dtype=np.float64, copy=True)
+    flat = value.reshape(-1)
+    if fault.kind is FaultKind.REL_ERROR:
+        value *= 1.0 + fault.magnitude
+    elif fault.kind is FaultKind.NAN:
+        flat[:: max(1, flat.size // 4)] = np.nan
+    elif fault.kind is FaultKind.INF:
+        flat[:: max(1, flat.size // 4)] = np.inf
+    elif fault.kind is FaultKind.SHAPE:
+        value = np.concatenate([value, np.zeros_like(value[:1])]) if value.ndim else np.array([value, 0.0])
+    return value
+
+
+def _c0(fmt: int, dtype: int) -> int:
+    if fmt in (Format.FRACTAL_NZ, Format.FRACTAL_Z, Format.NC1HWC0) and dtype == DataType.DT_FLOAT:
+        return 8
+    return 16
+
+
+class _TensorLayout:
+    """Dtype and device format of every GE tensor of a graph."""
+
+    def __init__(self, graph: ModelGraph) -> None:
+        self.dtypes = {TensorRef(o.name, i): d for o in graph.ge_ops for i, d in enumerate(o.output_dtypes)}
+        self.formats = {TensorRef(o.name, i): f for o in graph.ge_ops for i, f in enumerate(o.output_formats)}
+
+
+class _GeWriter:
+    """Writes one GE dump tree (target or fusion-off golden) for all ranks, graphs and tokens."""
+
+    def __init__(self, root: Path, config: ScenarioConfig, time_dir: str, fused: bool, target: bool) -> None:
+        self.root, self.config, self.time_dir, self.fused, self.is_target = root, config, time_dir, fused, target
+        self.records: list[TargetOp] = []
+
+    def step_dir(self, rank: int, graph: int, model_index: int, token: int) -> Path:
+        base = self.root / "msprobe_ge_dump"
+        if self.config.ge_rank_dirs:
+            base = base / f"worldsize{self.config.ranks}_global_rank{rank}"
+        return base / self.time_dir / str(rank) / f"graph_{graph}_0" / str(model_index * 3 + 1) / str(token)
+
+    def write_graph_files(self, rank: int, graph_number: int, graph: ModelGraph, values: ModelValues) -> None:
+        directory = self.root / "msprobe_ge_dump"
+        directory.mkdir(parents=True, exist_ok=True)
+        specs = [_graph_op_spec(op, values) for op in graph.ge_ops]
+        ts = f"2026112908{30 + graph_number % 20:02d}00000000"
+        write_graph(directory, graph_file_name(graph_number, rank, PID, ts), f"graph_{graph_number}", specs)
+        write_graph(directory, graph_file_name(graph_number, rank, PID, ts, kind="optimized"), graph.graph_name, specs)
+
+    def write_token(
+        self, rank: int, graph_number: int, model_index: int, token: int, graph: ModelGraph, source: _ValueSource,
+        clock: _Clock,
+    ) -> None:  # fmt: skip
+        directory = self.step_dir(rank, graph_number, model_index, token)
+        directory.mkdir(parents=True, exist_ok=True)
+        layout = _TensorLayout(graph)
+        for op in _dump_ops(graph, self.fused):
+            for execution in range(op.repeat):
+                ts, task = clock.tick()
+                fault = source.faults.get(op.name) if self.is_target else None
+                local = source.local_fault(op.name) if self.is_target else None
+                inputs = [self._spec(source, layout, ref, 0) for ref in op.inputs]
+                outputs = [
+                    self._spec(source, layout, ref, execution, original, local)
+                    for ref, original in zip(op.outputs, op.original_ops)
+                ]
+                if self.is_target and op.name in self.config.ffts_ops:
+                    paths = self._write_ffts(directory, op, inputs, outputs, ts, task)
+                else:
+                    path = directory / self._file_name(directory, op, ts, task, execution)
+                    write_ge_dump(path, op.name, inputs, outputs, dump_time=ts)
+                    paths = (path,)
+                if fault is not None and fault.kind in (FaultKind.TRUNCATE, FaultKind.CORRUPT_HEADER):
+                    _damage(paths[0], fault.kind)
+                if self.is_target:
+                    self.records.append(
+                        TargetOp(rank, token, graph_number, op.name, op.type, execution, paths,
+                                 fault.kind if fault else None, op.members,
+                                 inserted=op.kind is OpKind.INSERTED, inner=op.kind is OpKind.INNER)
+                    )  # fmt: skip
+
+    def _spec(
+        self,
+        source: _ValueSource,
+        layout: _TensorLayout,
+        ref: TensorRef,
+        execution: int,
+        original: Optional[tuple[str, int]] = None,
+        fault: Optional[Fault] = None,
+    ) -> TensorSpec:
+        dtype, fmt = layout.dtypes[ref], layout.formats[ref]
+        value = source.target(ref, execution) if self.is_target else source.golden(ref, execution)
+        if fault is not None:
+            value = _apply(fault, value)
+            fmt = Format.ND if fault.kind is FaultKind.SHAPE else fmt
+        return TensorSpec(value, dtype, fmt, c0=_c0(fmt, dtype), original_op=original)
+
+    def _file_name(self, directory: Path, op: _DumpOp, ts: int, task: int, execution: int) -> str:
+        stream = 2
+        if self.config.capture_names:
+            name = f"{op.type}.{op.name}.{execution}.{task}.{stream}.{ts}"  # adump does not sanitize
+        else:
+            name = f"{op.type}.{sanitize(op.name)}.{task}.{stream}.{ts}"
+        if len(name.encode()) <= MAX_FILE_NAME:
+            return name
+        hashed = str(zlib.crc32(str(directory / name).encode()) * 1_000_003 + task)  # stands in for std::hash
+        with open(directory / "mapping.csv", "a", encoding="utf-8") as handle:
+            handle.write(f"{hashed},{name}\n")
+        return hashed
+
+    def _write_ffts(self, directory: Path, op: _DumpOp, inputs, outputs, ts: int, task: int) -> tuple[Path, ...]:
+        """Two automatic-mode slices, every input and output cut in two along axis 0 (spec §1.8)."""
+        threads = (0, 1)
+
+        def cut(specs: Sequence[TensorSpec]):
+            pieces = [np.array_split(np.asarray(s.values), 2, axis=0) for s in specs]
+            bounds = []
+            for thread in threads:
+                per_tensor = []
+                for parts in pieces:
+                    lower = sum(len(p) for p in parts[:thread])
+                    axes = [{"lower": lower, "higher": lower + len(parts[thread])}]
+                    per_tensor.append(axes + [{"lower": 0, "higher": d} for d in parts[thread].shape[1:]])
+                bounds.append(per_tensor)
+            return pieces, bounds
+
+        in_pieces, in_bounds = cut(inputs)
+        out_pieces, out_bounds = cut(outputs)
+        attr = {
+            "threadMode": 1,
+            "slice_instance_num": len(threads),
+            "outputCutList": [[2] + [1] * (np.ndim(s.values) - 1) for s in outputs],
+            "input_tensor_slice": in_bounds,
+            "output_tensor_slice": out_bounds,
+        }
+        paths = []
+        for thread in threads:
+            path = directory / f"{op.type}.{sanitize(op.name)}.{task}.2.{ts + thread}.4.{task}.{thread}.0"
+            write_ge_dump(
+                path,
+                op.name,
+                [replace(s, values=p[thread], format=int(Format.ND)) for s, p in zip(inputs, in_pieces)],
+                [replace(s, values=p[thread], format=int(Format.ND)) for s, p in zip(outputs, out_pieces)],
+                dump_time=ts + thread,
+                attrs=[("ffts_slice_info", json.dumps(attr))],
+            )
+            paths.append(path)
+        return tuple(paths)
+
+
+def _damage(path: Path, kind: FaultKind) -> None:
+    data = bytearray(path.read_bytes())
+    if kind is FaultKind.TRUNCATE:
+        path.write_bytes(bytes(data[: max(9, len(data) * 2 // 3)]))
+    else:
+        data[8:40] = b"\xff" * min(32, len(data) - 8)
+        path.write_bytes(bytes(data))
+
+
+def _graph_op_spec(op: GeOpDef, values: ModelValues) -> GraphOpSpec:
+    outputs = tuple(
+        OutputSpec(
+            fx_tensor_name=f"{fx[0]}.OUTPUT.{fx[1]}" if fx is not None else None,
+            dtype=dtype,
+            shape=tuple(np.shape(values.tensors[TensorRef(op.name, i)])),
+            layout="ND",
+        )
+        for i, (fx, dtype) in enumerate(zip(op.fx_outputs, op.output_dtypes))
+    )
+    edges = tuple(f"{r.op}:{r.index}" for r in op.inputs) + tuple(f"{c}:-1" for c in op.control_inputs)
+    return GraphOpSpec(op.name, op.type, edges, outputs)
+
+
+def write_scenario(root: Path, config: ScenarioConfig = ScenarioConfig()) -> Scenario:
+    """Write the dump trees of `config` under `root` and return what was written."""
+    root = Path(root)
+    target = _GeWriter(root / "target", config, TARGET_TIME_DIR, fused=True, target=True)
+    golden_ge = _GeWriter(root / "golden_ge", config, GOLDEN_TIME_DIR, fused=False, target=False)
+    fx = FxWriter(root / "golden_fx", config.fx_era, world_size=config.ranks) if config.write_fx else None
+    graphs: list[ModelGraph] = []
+    for rank in range(config.ranks):
+        for model_index, number in enumerate(config.graphs):
+            graph, values = None, None
+            for token in range(config.tokens):
+                weights = np.random.default_rng([config.seed, rank, number])  # same weights every token
+                activations = np.random.default_rng([config.seed, rank, number, token])
+                graph, values = build_model_values(config.model, weights, activations, f"graph_{number}")
+                source = _ValueSource(config, graph, values, rank, token)
+                clock = _Clock(now=BASE_TIMESTAMP_US + (token * 10 + model_index) * 10_000_000)
+                target.write_token(rank, number, model_index, token, graph, source, clock)
+                if config.write_fusion_off:
+                    golden_ge.write_token(rank, number, model_index, token, graph, source, _Clock(clock.now))
+                if fx is not None:
+                    fx.write_token(rank, number, token, graph, values)
+            assert graph is not None and values is not None
+            target.write_graph_files(rank, number, graph, values)
+            if config.write_fusion_off:
+                golden_ge.write_graph_files(rank, number, graph, values)
+            if rank == 0:
+                graphs.append(graph)
+    return Scenario(
+        root=root,
+        target=root / "target" / "msprobe_ge_dump",
+        golden_fx=fx.dump_root if fx is not None else None,
+        golden_ge=root / "golden_ge" / "msprobe_ge_dump" if config.write_fusion_off else None,
+        config=config,
+        graphs=tuple(graphs),
+        target_ops=tuple(target.records),
+    )
+
+
+__all__ = [
+    "IO",
+    "Fault",
+    "FaultKind",
+    "FxEra",
+    "Scenario",
+    "ScenarioConfig",
+    "TargetOp",
+    "sanitize",
+    "write_scenario",
+]

@@ -1,0 +1,3 @@
+from tcmp.cli import main
+
+main()

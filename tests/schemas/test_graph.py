@@ -1,0 +1,458 @@
+"""Graph text files: names, protobuf text parsing (incl. the strings that broke the peer), records, round trip."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+import tcmp.schemas.graph as graph_module
+from tcmp.schemas.errors import GraphParseError
+from tcmp.schemas.graph import (
+    FxTensorName,
+    GraphFileName,
+    GraphKind,
+    InputEdge,
+    parse_graph_file_name,
+    parse_graph_text,
+    parse_input_edge,
+    read_graph,
+)
+from tcmp.schemas.proto import GraphDef
+from tcmp.schemas.synth.graph_writer import (
+    GraphOpSpec,
+    OutputSpec,
+    build_graph_def,
+    graph_file_name,
+    write_graph,
+)
+
+# GE IR DataType numbers, from the table in spec/dump-formats.md §1.4.
+DT_FLOAT, DT_FLOAT16, DT_INT32, DT_INT64, DT_BF16 = 1, 2, 7, 8, 27
+
+# Hand-written in the style of torchair's str(GraphDef), with everything that broke the peer's line parser:
+# values containing ": " and " {", escaped quotes, a graph-level attr, unknown fields and an unknown enum name.
+HAND_WRITTEN = r"""name: "graph_1"
+input: "arg0_1"
+op {
+  name: "arg0_1"
+  type: "Data"
+  output_desc {
+    name: "y"
+    dtype: DT_FLOAT16
+    shape {
+      dim: 2
+      dim: 3
+    }
+    layout: "ND"
+  }
+}
+op {
+  name: "Const_1: weird {"
+  type: "Const"
+  attr {
+    key: "note"
+    value {
+      s: "key: value { not a block"
+    }
+  }
+  output_desc {
+    dtype: DT_INT64
+    layout: "ND"
+  }
+}
+op {
+  name: "Split_1"
+  type: "SplitV"
+  input: "arg0_1:0"
+  input: "Const_1: weird {:0"
+  input: ""
+  input: "Cast_0:-1"
+  input: "NoOp_7:-1"
+  future_scalar_field: 42
+  future_block {
+    nested: "x: y {"
+    deeper { n: 1 }
+  }
+  attr {
+    key: "_datadump_original_op_names"
+    value {
+      list {
+        s: "split"
+        s: "getitem_1"
+      }
+    }
+  }
+  attr {
+    key: "_stack_info"
+    value {
+      s: "File \"model.py\", line 3, in forward: x = torch.split(y, {2}) \"quoted\""
+    }
+  }
+  output_desc {
+    name: "y0"
+    dtype: DT_FLOAT16
+    shape {
+      dim: 1
+      dim: 3
+    }
+    layout: "ND"
+    attr {
+      key: "_fx_tensor_name"
+      value {
+        s: "split-aten.split.Tensor.OUTPUT.0"
+      }
+    }
+  }
+  output_desc {
+    name: "y1"
+    dtype: DT_SOMETHING_NEW
+    shape {
+      dim: 1
+    }
+    layout: "NCHW"
+  }
+  output_desc {
+    name: "y2"
+    dtype: DT_BF16
+    layout: "ND"
+    attr {
+      key: "_fx_tensor_name"
+      value {
+        s: "split-aten.split.Tensor.OUTPUT.2"
+      }
+    }
+    attr {
+      key: "_datadump_origin_name"
+      value {
+        s: "orig_split"
+      }
+    }
+    attr {
+      key: "_datadump_origin_output_index"
+      value {
+        i: 2
+      }
+    }
+  }
+}
+attr {
+  key: "graph_note"
+  value {
+    s: "graph-level: attr {"
+  }
+}
+"""
+
+
+def test_hand_written_graph_parses_every_peer_breaking_construct() -> None:
+    graph = parse_graph_text(HAND_WRITTEN, "g.txt")
+
+    assert graph.name == "graph_1"
+    assert len(graph) == 3
+    assert [op.name for op in graph.ops] == ["arg0_1", "Const_1: weird {", "Split_1"]
+    assert [op.order for op in graph.ops] == [0, 1, 2]
+
+    split = graph.op("Split_1")
+    assert split is not None
+    assert split.type == "SplitV"
+    # data inputs in order; the empty slot (absent optional input) is no edge; control edges go aside
+    assert split.inputs == (InputEdge("arg0_1", 0), InputEdge("Const_1: weird {", 0))
+    assert split.control_inputs == ("Cast_0", "NoOp_7")
+    assert split.original_op_names == ("split", "getitem_1")
+    assert split.stack_info == 'File "model.py", line 3, in forward: x = torch.split(y, {2}) "quoted"'
+
+    out0, out1, out2 = split.outputs
+    assert (out0.index, out0.fx_tensor_name, out0.dtype, out0.shape, out0.layout) == (
+        0,
+        "split-aten.split.Tensor.OUTPUT.0",
+        DT_FLOAT16,
+        (1, 3),
+        "ND",
+    )
+    # output 1: no _fx_tensor_name (inner op output), and a dtype name this proto does not know
+    assert (out1.index, out1.fx_tensor_name, out1.dtype, out1.shape, out1.layout) == (1, None, None, (1,), "NCHW")
+    assert (out2.index, out2.fx_tensor_name, out2.dtype, out2.shape) == (
+        2,
+        "split-aten.split.Tensor.OUTPUT.2",
+        DT_BF16,
+        (),
+    )
+    assert (out2.origin_name, out2.origin_output_index) == ("orig_split", 2)
+    assert (out0.origin_name, out0.origin_output_index) == (None, None)
+    assert out2.fx_tensor == FxTensorName("split-aten.split.Tensor", 2)
+
+    data = graph.op("arg0_1")
+    assert data is not None and data.inputs == () and data.control_inputs == () and data.stack_info is None
+    assert data.outputs[0].dtype == DT_FLOAT16 and data.outputs[0].shape == (2, 3)
+    assert graph.op("Const_1: weird {").outputs[0].dtype == DT_INT64
+    assert graph.op("missing") is None
+    assert any("DT_SOMETHING_NEW" in warning for warning in graph.warnings)
+
+
+def test_unknown_enum_name_is_replaced_only_as_a_value_never_inside_strings() -> None:
+    # The same unknown name sits inline (not on its own line), on its own line in many descs, and inside string
+    # values that must come back unchanged.
+    ops = "\n".join(
+        f'op {{ name: "op{i}" type: "T" attr {{ key: "_stack_info" value {{ s: "dtype: DT_NEW_A" }} }}\n'
+        f"  output_desc {{\n    dtype: DT_NEW_A\n  }}\n"
+        f'  output_desc {{ dtype: DT_NEW_B layout: "dtype: DT_NEW_B" }}\n'
+        f"  output_desc {{ dtype: DT_FLOAT }}\n}}"
+        for i in range(5)
+    )
+    graph = parse_graph_text(ops, "g.txt")
+    assert len(graph) == 5
+    for op in graph.ops:
+        assert [out.dtype for out in op.outputs] == [None, None, DT_FLOAT]
+        assert op.outputs[1].layout == "dtype: DT_NEW_B"
+        assert op.stack_info == "dtype: DT_NEW_A"
+    (warning,) = graph.warnings
+    assert "DT_NEW_A" in warning and "DT_NEW_B" in warning
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('name: "g"\nop {\n  name: "a"\n  input "no colon"\n}\n', 4),  # missing ':' after a scalar field
+        ('op {\n  name: "a"\n  type: "T"\n', 3),  # unterminated block
+        ('op {\n  name: "unterminated\n}\n', 2),  # string never closed
+        ("op {\n  output_desc {\n    dtype: 1.5\n  }\n}\n", 3),  # bad enum value (not a name)
+    ],
+)
+def test_garbage_raises_graph_parse_error_with_position(tmp_path: Path, text: str, line: int) -> None:
+    path = tmp_path / "dynamo_original_graph_1_rank_0_pid_1_ts_1.txt"
+    path.write_text(text)
+    with pytest.raises(GraphParseError) as info:
+        read_graph(path)
+    assert info.value.path == path
+    assert re.search(rf"\b{line}:\d+ ", info.value.message), info.value.message
+
+
+def test_absurd_nesting_is_a_parse_error_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "deep.txt"
+    path.write_text("op {\n" + "future { " * 5000 + "} " * 5000 + "\n}\n")
+    with pytest.raises(GraphParseError, match="nested too deeply"):
+        read_graph(path)
+
+
+def _chain_specs(count: int, unknown_dtype_at: int = -1) -> list[GraphOpSpec]:
+    specs = [GraphOpSpec("arg0_1", "Data", outputs=(OutputSpec(None, DT_FLOAT16, (2, 3)),))]
+    for i in range(count):
+        specs.append(
+            GraphOpSpec(
+                name=f"Add_{i}",
+                type="Add",
+                inputs=(f"{specs[-1].name}:0", "arg0_1:0") + (("arg0_1:-1",) if i % 3 == 0 else ()),
+                outputs=(
+                    OutputSpec(f"add_{i}-aten.add.Tensor.OUTPUT.0", DT_FLOAT16, (2, 3)),
+                    OutputSpec(None, DT_INT32, (i,), layout="NCHW"),
+                ),
+                original_op_names=(f"add_{i}",) if i % 2 else (),
+            )
+        )
+    return specs
+
+
+def _assert_graph_matches_specs(graph, specs: list[GraphOpSpec], unknown_dtype_ops: frozenset = frozenset()):
+    assert len(graph) == len(specs)
+    for order, (op, spec) in enumerate(zip(graph.ops, specs)):
+        assert (op.order, op.name, op.type) == (order, spec.name, spec.type)
+        data = [s for s in spec.inputs if not s.endswith(":-1")]
+        control = [s[: -len(":-1")] for s in spec.inputs if s.endswith(":-1")]
+        assert [f"{e.producer}:{e.index}" for e in op.inputs] == data
+        assert list(op.control_inputs) == control
+        assert op.original_op_names == spec.original_op_names
+        assert len(op.outputs) == len(spec.outputs)
+        for index, (out, out_spec) in enumerate(zip(op.outputs, spec.outputs)):
+            expected_dtype = None if (spec.name in unknown_dtype_ops and index == 0) else out_spec.dtype
+            assert (out.index, out.fx_tensor_name, out.dtype, out.shape, out.layout) == (
+                index,
+                out_spec.fx_tensor_name,
+                expected_dtype,
+                out_spec.shape,
+                out_spec.layout,
+            )
+
+
+def test_round_trip_writer_to_reader(tmp_path: Path) -> None:
+    specs = _chain_specs(6)
+    specs.append(
+        GraphOpSpec(
+            "Fused_0",
+            "AutomaticBufferFusionOp",
+            inputs=("Add_5:0",),
+            outputs=(
+                OutputSpec("x-aten.x.default.OUTPUT.0", DT_FLOAT, (4,), origin_name="Add_5", origin_output_index=1),
+            ),
+            original_op_names=("Add_4", "Add_5"),
+        )
+    )
+    name = graph_file_name(3, rank=1, pid=4242, ts="20250101120000123456", kind="optimized")
+    path = write_graph(tmp_path, name, "graph_3", specs)
+
+    assert path.name == "dynamo_optimized_graph_3_rank_1_pid_4242_ts_20250101120000123456.txt"
+    # the file is plain protobuf text format of the GraphDef the specs describe
+    assert text_format.Parse(path.read_text(), GraphDef()) == build_graph_def("graph_3", specs)
+
+    graph = read_graph(path)
+    assert graph.name == "graph_3" and graph.path == path
+    _assert_graph_matches_specs(graph, specs)
+    fused = graph.op("Fused_0")
+    assert fused is not None
+    assert (fused.outputs[0].origin_name, fused.outputs[0].origin_output_index) == ("Add_5", 1)
+    assert graph.warnings == ()
+
+    # every data input got torchair's input_desc, copied from the producer's output desc
+    graph_def = build_graph_def("graph_3", specs)
+    add_1 = next(op for op in graph_def.op if op.name == "Add_1")
+    assert [(d.dtype, tuple(d.shape.dim)) for d in add_1.input_desc] == [(DT_FLOAT16, (2, 3))] * 2
+
+
+def test_chunked_parse_equals_single_parse_and_retries_only_the_failing_chunk(monkeypatch, tmp_path) -> None:
+    specs = _chain_specs(60)
+    text = str(build_graph_def("graph_1", specs))
+    # an unknown dtype on the first output of two ops far apart (the canonical text puts it on its own line)
+    for victim in ("Add_7", "Add_55"):
+        head, tail = text.split(f'name: "{victim}"', 1)
+        tail = tail.replace("output_desc {\n    dtype: DT_FLOAT16", "output_desc {\n    dtype: DT_FUTURE_8", 1)
+        text = f'{head}name: "{victim}"{tail}'
+    monkeypatch.setattr(graph_module, "_CHUNK_CHARS", 2000)  # many chunks out of a small file
+    chunk_count = len(graph_module._top_level_chunks(text))
+    assert chunk_count > 10
+    parse_calls = []
+    real_parse = text_format.Parse
+
+    def counting_parse(chunk, *args, **kwargs):
+        parse_calls.append(len(chunk))
+        return real_parse(chunk, *args, **kwargs)
+
+    monkeypatch.setattr(text_format, "Parse", counting_parse)
+
+    graph = parse_graph_text(text, tmp_path / "g.txt")
+    # one parse per chunk, plus one retry for each of the two chunks holding the unknown name; never the whole
+    assert len(parse_calls) == chunk_count + 2
+    assert max(parse_calls) < len(text) / 5
+    _assert_graph_matches_specs(graph, specs, unknown_dtype_ops=frozenset({"Add_7", "Add_55"}))
+    assert "DT_FUTURE_8" in graph.warnings[0]
+
+
+def test_chunked_parse_reports_the_whole_file_position_of_an_error(monkeypatch, tmp_path) -> None:
+    text = str(build_graph_def("graph_1", _chain_specs(40)))
+    lines = text.split("\n")
+    bad_line = next(i for i, line in enumerate(lines) if line == '  name: "Add_33"') + 1  # 1-based
+    lines[bad_line - 1] = '  name "Add_33"'
+    monkeypatch.setattr(graph_module, "_CHUNK_CHARS", 2000)
+    path = tmp_path / "g.txt"
+    path.write_text("\n".join(lines))
+    with pytest.raises(GraphParseError) as info:
+        read_graph(path)
+    assert re.search(rf"\b{bad_line}:\d+ ", info.value.message), info.value.message
+
+
+def test_parallel_parse_matches_specs(monkeypatch, tmp_path) -> None:
+    specs = _chain_specs(30)
+    path = write_graph(tmp_path, "g.txt", "graph_1", specs)
+    monkeypatch.setattr(graph_module, "_CHUNK_CHARS", 3000)
+    _assert_graph_matches_specs(read_graph(path, workers=2), specs)
+
+
+def test_invalid_utf8_is_replaced_not_fatal(tmp_path) -> None:
+    path = tmp_path / "g.txt"
+    path.write_bytes(b'op {\n  name: "a"\n  type: "T\xff"\n}\n')
+    graph = read_graph(path)
+    assert graph.op("a").type == "T\ufffd"
+    assert any("UTF-8" in warning for warning in graph.warnings)
+
+
+def test_graph_def_is_the_ge_ir_message() -> None:
+    # field numbers from spec §4.4: GraphDef.op = 6, OpDef.input = 5, OpDef.output_desc = 34
+    fields = GraphDef.DESCRIPTOR.fields_by_name
+    assert fields["op"].number == 6 and fields["attr"].number == 11
+    op_fields = fields["op"].message_type.fields_by_name
+    assert op_fields["input"].number == 5 and op_fields["output_desc"].number == 34
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "dynamo_original_graph_1_rank_15_pid_421214_ts_20251010083825327878.txt",
+            GraphFileName(GraphKind.ORIGINAL, 1, 15, 421214, "20251010083825327878"),
+        ),
+        (
+            "dynamo_optimized_graph_12_rank_0_pid_7_ts_20251010083827311204.txt",
+            GraphFileName(GraphKind.OPTIMIZED, 12, 0, 7, "20251010083827311204"),
+        ),
+        (
+            "dynamo_original_graph_3_20240301101010123456.txt",
+            GraphFileName(GraphKind.ORIGINAL, 3, None, None, "20240301101010123456"),
+        ),
+        (
+            "dynamo_optimized_graph_2_20240301101010123456.txt",
+            GraphFileName(GraphKind.OPTIMIZED, 2, None, None, "20240301101010123456"),
+        ),
+        # the writer's with_timestap=False form
+        ("dynamo_original_graph_4_rank_1_pid_99.txt", GraphFileName(GraphKind.ORIGINAL, 4, 1, 99, None)),
+        ("dynamo_original_graph_1_rank_15_pid_421214_ts_20251010083825327878.py", None),
+        ("dynamo_original_graph_1_rank_15_pid_421214_ts_20251010083825327878.pbtxt", None),
+        ("dynamo_original_graph_x_rank_1_pid_2_ts_3.txt", None),
+        ("dynamo_original_graph_1.txt", None),
+        ("dynamo_fused_graph_1_rank_0_pid_1_ts_2.txt", None),
+        ("xdynamo_original_graph_1_rank_0_pid_1_ts_2.txt", None),
+        ("dynamo_original_graph_1_rank_0_pid_1_ts_2.txt.swp", None),
+        ("ge_proto_00000001_Build.txt", None),
+        ("", None),
+    ],
+)
+def test_parse_graph_file_name(name: str, expected) -> None:
+    assert parse_graph_file_name(name) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "old_style", "expected"),
+    [
+        ("original", False, "dynamo_original_graph_5_rank_2_pid_31_ts_20250102030405060708.txt"),
+        (GraphKind.OPTIMIZED, False, "dynamo_optimized_graph_5_rank_2_pid_31_ts_20250102030405060708.txt"),
+        ("original", True, "dynamo_original_graph_5_20250102030405060708.txt"),
+    ],
+)
+def test_graph_file_name_forms(kind, old_style: bool, expected: str) -> None:
+    assert graph_file_name(5, 2, 31, "20250102030405060708", kind, old_style=old_style) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("add_1:0", InputEdge("add_1", 0)),
+        ("add_1:12", InputEdge("add_1", 12)),
+        ("x:-1", InputEdge("x", -1)),
+        ("ns::op:1", InputEdge("ns::op", 1)),
+        ("ns::op", InputEdge("ns::op", 0)),
+        ("no_index", InputEdge("no_index", 0)),
+        ("a:b", InputEdge("a:b", 0)),
+        ("a:", InputEdge("a:", 0)),
+    ],
+)
+def test_parse_input_edge(text: str, expected: InputEdge) -> None:
+    assert parse_input_edge(text) == expected
+    assert parse_input_edge(text).is_control == (expected.index == -1)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("add_1-aten.add.Tensor.OUTPUT.0", FxTensorName("add_1-aten.add.Tensor", 0)),
+        ("split-aten.split.Tensor.OUTPUT.12", FxTensorName("split-aten.split.Tensor", 12)),
+        ("a-b.OUTPUT.1.OUTPUT.3", FxTensorName("a-b.OUTPUT.1", 3)),
+        ("add_1-aten.add.Tensor.INPUT.0", None),
+        ("add_1-aten.add.Tensor.OUTPUT.", None),
+        ("", None),
+    ],
+)
+def test_fx_tensor_name(text: str, expected) -> None:
+    parsed = FxTensorName.parse(text)
+    assert parsed == expected
+    if parsed is not None:
+        assert str(parsed) == text
