@@ -580,6 +580,9 @@ def to_nd(
         sub_format = sub_format or composite_sub
     if any(s < 0 for s in device + original):
         return _flagged(flat, f"negative dim in device shape {device} or original shape {original}")
+    if any(math.prod(d for d in shape if d) > _MAX_ELEMENTS for shape in (device, original)):
+        # numpy cannot even describe such a shape (garbage dims next to a zero dim in a header)
+        return _flagged(flat, f"device shape {device} or original shape {original} is beyond any real tensor")
 
     if fmt in PLAIN_FORMATS:
         return _plain(flat, fmt, device, original)
@@ -603,6 +606,9 @@ def to_nd(
     if fmt == Format.NDC1HWC0:
         return _from_ndc1hwc0(flat, fmt, device, original)
     return _from_fractal_z_3d(flat, fmt, device, original, sub_format)
+
+
+_MAX_ELEMENTS = 2**48
 
 
 def _plain(flat: np.ndarray, fmt: int, device: Shape, original: Shape) -> NdTensor:

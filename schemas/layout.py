@@ -255,6 +255,36 @@ def classify_name(name: str) -> Optional[FileKind]:
     return None
 
 
+def locate(
+    path: Union[str, Path],
+    *,
+    mapping: Optional[dict[str, str]] = None,
+    fx_token_base: Optional[int] = None,
+) -> Union[DumpFile, GraphFile, Unrecognized, None]:
+    """Classify one file by its name and place it by its path; None for files that are not part of a dump.
+
+    `mapping` is its directory's mapping.csv (read here when a hashed name needs it and none is given).
+    """
+    path = Path(path)
+    kind = classify_name(path.name)
+    if kind is None:
+        return None
+    parts = path.parent.parts
+    try:
+        if kind is FileKind.GRAPH:
+            return GraphFile(path, parse_graph_file_name(path.name))  # type: ignore[arg-type]
+        if kind in (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY):
+            return _fx_record(kind, path, parts, parse_fx_file_name(path.name), fx_token_base)
+        if is_hashed_name(path.name):
+            mapping = mapping if mapping is not None else read_mapping(path.parent)
+            if not mapping:
+                raise NameParseError(path, f"hashed long name but no {MAPPING_FILE} beside it")
+        name = resolve_ge_file_name(path.name, mapping or {})
+        return _ge_record(_GE_KINDS[name.kind], path, parts, name)
+    except DumpError as exc:
+        return Unrecognized(path, exc.message)
+
+
 def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> DumpTree:
     """Every dump file, graph file and unusable dump-like file under `root`.
 
@@ -265,31 +295,27 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
     graphs: list[GraphFile] = []
     problems: list[Unrecognized] = []
     for directory, entries in _walk(root):
-        parts = directory.parts
         mapping: Optional[dict[str, str]] = None
         for entry in entries:
-            kind = classify_name(entry.name)
-            if kind is None:
+            if classify_name(entry.name) is None:
                 continue
             path = Path(entry.path)
             if entry.is_symlink() and not _inside(path, root):
                 problems.append(Unrecognized(path, "symlink pointing outside the dump tree; not followed"))
                 continue
-            try:
-                if kind is FileKind.GRAPH:
-                    graphs.append(GraphFile(path, parse_graph_file_name(entry.name)))  # type: ignore[arg-type]
-                elif kind in (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY):
-                    record = _fx_record(kind, path, parts, parse_fx_file_name(entry.name), fx_token_base)
-                    (files if isinstance(record, DumpFile) else problems).append(record)  # type: ignore[arg-type]
-                else:
-                    if is_hashed_name(entry.name) and mapping is None:
-                        mapping = read_mapping(directory)  # once per directory, only when needed
-                    if is_hashed_name(entry.name) and not mapping:
-                        raise NameParseError(path, f"hashed long name but no {MAPPING_FILE} beside it")
-                    name = resolve_ge_file_name(entry.name, mapping or {})
-                    files.append(_ge_record(_GE_KINDS[name.kind], path, parts, name))
-            except DumpError as exc:
-                problems.append(Unrecognized(path, exc.message))
+            if mapping is None and is_hashed_name(entry.name):
+                try:
+                    mapping = read_mapping(directory)  # once per directory, only when needed
+                except DumpError as exc:
+                    problems.append(Unrecognized(path, exc.message))
+                    continue
+            found = locate(path, mapping=mapping, fx_token_base=fx_token_base)
+            if isinstance(found, DumpFile):
+                files.append(found)
+            elif isinstance(found, GraphFile):
+                graphs.append(found)
+            elif isinstance(found, Unrecognized):
+                problems.append(found)
     files.sort(key=lambda f: (f.side.value, str(f.path)))
     graphs.sort(key=lambda g: (g.name.rank if g.name.rank is not None else -1, g.name.number, str(g.path)))
     problems.sort(key=lambda p: str(p.path))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -64,3 +65,38 @@ class LoadedTensor:
     layout_converted: bool = False
     notes: tuple[str, ...] = ()
     layout_flagged: bool = False
+
+
+class TensorKind(str, enum.Enum):
+    TENSOR = "tensor"
+    SCALAR = "scalar"  # FX 0-d numeric argument
+    NONE = "none"  # FX None argument
+    STRING = "string"
+    OBJECT = "object"
+    RAW = "raw"  # a GE payload without numeric decoding: only its CRC means something
+    MIN_MAX = "min_max"  # appendix convert-to-min/max files: min and max only
+    STATS = "stats"  # GE stats-mode CSV: min, max, mean, NaN/inf counts
+
+
+@dataclass(frozen=True)
+class TensorSummary:
+    """One tensor of a dump file, condensed: what the index stores and statistics/md5 compares read."""
+
+    io: IO
+    index: int
+    sub_index: Optional[int]  # FX list arguments (INPUT.i.j)
+    kind: TensorKind
+    dtype: Optional[str]  # "DT_FLOAT16" for GE, the numpy dtype name for FX
+    shape: Optional[tuple[int, ...]]  # ND shape
+    summary: Optional[Summary]  # None when nothing numeric is known
+    device_format: Optional[str] = None
+    device_shape: Optional[tuple[int, ...]] = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileSummary:
+    path: Path
+    op_name: str  # GE: the header's (unsanitized) op name; FX: the node name
+    dump_time: Optional[int]
+    tensors: tuple[TensorSummary, ...]

@@ -1,0 +1,98 @@
+"""Tensor summaries against a plain float64 computation (numpy's own nan-aware reductions) and zlib's CRC-32."""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from tcmp.compare.summary import CHUNK, summarize
+
+
+def reference(array: np.ndarray):
+    """Independent: widen with numpy/ml_dtypes astype to float64, then numpy's nan-aware reductions."""
+    values = np.abs(array).astype(np.float64) if array.dtype.kind == "c" else array.astype(np.float64)
+    values = values.reshape(-1)
+    finite = values[np.isfinite(values)]
+    not_nan = values[~np.isnan(values)]
+    widened = array.astype(np.float32) if array.dtype.type.__module__.startswith("ml_dtypes") else array
+    crc = zlib.crc32(np.ascontiguousarray(widened).tobytes())
+    return values, finite, not_nan, crc
+
+
+def assert_matches(array: np.ndarray) -> None:
+    summary = summarize(array)
+    values, finite, not_nan, crc = reference(array)
+    assert summary.numel == values.size
+    assert summary.crc32 == crc
+    assert summary.nan_count == int(np.isnan(values).sum())
+    assert summary.inf_count == int(np.isinf(values).sum())
+    if not_nan.size == 0:
+        assert summary.min is None and summary.max is None
+        return
+    assert summary.min == not_nan.min() and summary.max == not_nan.max()
+    if np.isinf(not_nan).any():
+        assert math.isinf(summary.l2norm)
+        return
+    with np.errstate(over="ignore"):
+        scale = max(1.0, float(np.abs(finite).sum()))
+        if not math.isfinite(scale) or not math.isfinite(float(np.dot(finite, finite))):
+            return  # float64 itself overflows: nothing exact to compare against
+    assert abs(summary.mean * not_nan.size - not_nan.sum()) <= 1e-5 * scale
+    # each chunk's sum of squares is a float32 BLAS dot (several lanes of ~1k terms): ~1e-5 worst case
+    assert summary.l2norm == pytest.approx(float(np.sqrt(np.dot(not_nan, not_nan))), rel=1e-4, abs=1e-30)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn])
+def test_floats_across_several_chunks(dtype):
+    rng = np.random.default_rng(1)
+    assert_matches((rng.standard_normal(CHUNK * 3 + 17) * 50).astype(dtype))
+
+
+def test_float16_special_values_in_one_chunk_only():
+    x = np.random.default_rng(2).standard_normal(CHUNK * 2).astype(np.float16)
+    x[CHUNK + 5] = np.nan
+    x[CHUNK + 9] = -np.inf
+    x[3] = np.float16(65504)  # largest finite: must not be taken for inf
+    x[4] = np.float16(6e-8)  # subnormal
+    assert_matches(x)
+    summary = summarize(x)
+    assert summary.min == -math.inf and summary.max == 65504.0 and summary.mean == -math.inf
+
+
+def test_integers_bools_complex_and_empty():
+    assert_matches(np.arange(-50, 1000, dtype=np.int64).reshape(5, -1)[:, :3].copy())
+    assert_matches(np.array([2**40, -(2**40), 7], dtype=np.int64))
+    assert_matches(np.array([True, False, True]))
+    assert_matches(np.array([3 + 4j, -1j], dtype=np.complex64))
+    empty = summarize(np.zeros((3, 0), np.float16))
+    assert empty.numel == 0 and empty.min is None and empty.crc32 == zlib.crc32(b"")
+
+
+def test_bf16_and_its_float32_upcast_hash_the_same():
+    x = np.random.default_rng(3).standard_normal(1000).astype(ml_dtypes.bfloat16)
+    assert summarize(x).crc32 == summarize(x.astype(np.float32)).crc32
+    assert summarize(x).crc32 != summarize(x.astype(np.float16)).crc32
+
+
+def test_all_nan():
+    summary = summarize(np.full(10, np.nan, np.float32))
+    assert summary.nan_count == 10 and summary.min is None and summary.mean is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hnp.arrays(
+        dtype=st.sampled_from([np.float16, np.float32, np.float64]),
+        shape=hnp.array_shapes(min_dims=0, max_dims=3, max_side=40),
+        elements={"allow_nan": True, "allow_infinity": True},
+    )
+)
+def test_property_any_float_array(array):
+    assert_matches(array)
