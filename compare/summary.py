@@ -14,6 +14,7 @@ non-finite, and only such chunks take a slow pass.
 from __future__ import annotations
 
 import math
+import struct
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -35,8 +36,14 @@ except ImportError:  # pragma: no cover - isal is a dependency; zlib keeps tcmp 
     _crc32 = zlib.crc32
 
 CHUNK = 1 << 16  # elements per chunk: 256 KiB of float32, resident in a 1 MiB L2
+# float16 chunks are larger: each one costs ~8 numpy calls plus Python bookkeeping, and per-call overhead, not
+# memory traffic, limits the fp16 path (measured: 1.2 GB/s at 64K elements, 1.5 GB/s at 256K on x86 with 1 MiB L2)
+F16_CHUNK = 1 << 18
 _F16_TO_F32_SCALE = np.float32(2.0**112)  # rebias a float16 exponent moved into float32 position
-_F16_MAX = 65504.0
+_F16_SIGN = 0x8000
+_F16_NONFINITE = 0x7C00  # magnitude codes from here up are inf (0x7C00) and NaN
+_F16_SIGN_AND_BODY = np.int32(-0x70000001)  # 0x8FFFFFFF as int32
+_HALF, _HALF_CODE = struct.Struct("<e"), struct.Struct("<H")
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -100,32 +107,42 @@ class _Accumulator:
         )
 
 
-def _f16_to_f32(chunk_u16: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> np.ndarray:
-    """float16 -> float32 with vectorized integer ops: move exponent and mantissa into float32 position and
-    multiply by 2**112 to rebias the exponent (exact for normals and subnormals), then apply the sign. inf/NaN
-    codes come out as finite values of magnitude >= 65536, beyond float16's largest finite 65504: the caller
-    recognises them by that."""
-    n = chunk_u16.size
-    bits = out[:n].view(np.uint32)
-    np.bitwise_and(chunk_u16, np.uint16(0x7FFF), out=scratch[:n])
-    np.left_shift(scratch[:n], np.uint32(13), out=bits, dtype=np.uint32)
+def _f16_to_f32(chunk_i16: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """float16 -> float32 in three vectorized passes, instead of numpy's scalar float16 cast: sign-extending the
+    16 bits to int32 and shifting them left by 13 puts the sign at bit 31 (bits 30..28 get copies of it, which
+    the mask clears) and exponent + mantissa at bits 27..13, float32's layout with an exponent 112 too small;
+    multiplying by 2**112 rebiases it, exactly for normals and subnormals. inf/NaN codes would come out as large
+    finite numbers, so the caller never passes chunks holding them."""
+    bits = out[: chunk_i16.size]
+    np.left_shift(chunk_i16, 13, out=bits, dtype=np.int32)
+    np.bitwise_and(bits, _F16_SIGN_AND_BODY, out=bits)
     result = bits.view(np.float32)
     np.multiply(result, _F16_TO_F32_SCALE, out=result)
-    np.negative(result, out=result, where=chunk_u16 >= 0x8000)
     return result
 
 
+def _f16_value(code: int) -> float:
+    return _HALF.unpack(_HALF_CODE.pack(code))[0]
+
+
 def _summarize_float16(flat: np.ndarray, acc: _Accumulator) -> None:
-    u16 = flat.view(np.uint16)
-    out = np.empty(min(CHUNK, flat.size), dtype=np.float32)
-    scratch = np.empty(min(CHUNK, flat.size), dtype=np.uint16)
-    for start in range(0, flat.size, CHUNK):
-        widened = _f16_to_f32(u16[start : start + CHUNK], out, scratch)
-        low, high = float(widened.min()), float(widened.max())
-        if low < -_F16_MAX or high > _F16_MAX:  # inf/NaN codes in this chunk: let numpy convert it exactly
-            acc.add_float_chunk(flat[start : start + CHUNK].astype(np.float32))
-        else:
-            acc.add_float_chunk(widened, low, high)
+    """min and max come from the raw codes, which is cheaper than float reductions: float16 is sign + magnitude,
+    so the largest code read as uint16 is the most negative value whenever any value is negative, and the largest
+    code read as int16 is the largest value whenever any value is non-negative. The same two maxima tell exactly
+    whether the chunk holds inf/NaN (magnitude bits >= 0x7C00); such chunks take the exact slow path."""
+    signed, unsigned = flat.view(np.int16), flat.view(np.uint16)
+    out = np.empty(min(F16_CHUNK, flat.size), dtype=np.int32)
+    for start in range(0, flat.size, F16_CHUNK):
+        chunk_signed, chunk_unsigned = signed[start : start + F16_CHUNK], unsigned[start : start + F16_CHUNK]
+        top_unsigned, top_signed = int(chunk_unsigned.max()), int(chunk_signed.max())
+        if top_unsigned >= _F16_SIGN | _F16_NONFINITE or top_signed >= _F16_NONFINITE:
+            acc.add_float_chunk(flat[start : start + F16_CHUNK].astype(np.float32))
+            continue
+        has_negative, has_non_negative = top_unsigned >= _F16_SIGN, top_signed >= 0
+        smallest_magnitude = None if has_negative and has_non_negative else int(chunk_unsigned.min())
+        low = top_unsigned if has_negative else smallest_magnitude
+        high = top_signed if has_non_negative else smallest_magnitude
+        acc.add_float_chunk(_f16_to_f32(chunk_signed, out), _f16_value(low), _f16_value(high))
 
 
 def _summarize_widened(flat: np.ndarray, acc: _Accumulator, widen: Callable[[np.ndarray], np.ndarray]) -> None:

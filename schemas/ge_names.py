@@ -72,6 +72,14 @@ class GeFileName:
         return len(str(self.timestamp)) != TIMESTAMP_DIGITS
 
 
+def sanitize(op_name: str) -> str:
+    """The runtime's file-name sanitizing of op names (ReplaceStringElem): space, `.`, `/` and `\\` become `_`."""
+    return op_name.translate(_SANITIZE)
+
+
+_SANITIZE = str.maketrans({" ": "_", ".": "_", "/": "_", "\\": "_"})
+
+
 def _strip_kind(name: str) -> tuple[str, GeFileKind]:
     if name.endswith("_min_max.npz"):
         return name[: -len("_min_max.npz")], GeFileKind.MIN_MAX_NPZ

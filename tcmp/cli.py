@@ -6,7 +6,9 @@ Exit codes: 0 done, 1 the command ran but found failures (files that did not par
 
 from __future__ import annotations
 
+import enum
 import logging
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -112,25 +114,104 @@ def parse(
         raise typer.Exit(EXIT_FAILURES)
 
 
+class CompareMode(str, enum.Enum):
+    torchair = "torchair"
+
+
+@app.command()
+def compare(
+    target_path: Annotated[
+        Path, typer.Option("--target_path", "--target-path", "-tp", help="The GE graph-mode dump (fusion on).")
+    ],
+    golden_path: Annotated[
+        Path,
+        typer.Option("--golden_path", "--golden-path", "-gp", help="The golden: an FX dump or a fusion-off GE dump."),
+    ],
+    mode: Annotated[CompareMode, typer.Option("--mode", "-m", help="Compare mode.")] = CompareMode.torchair,
+    output_path: Annotated[
+        Path, typer.Option("--output_path", "--output-path", "-o", help="Directory for the reports.")
+    ] = Path("."),
+    rank: Annotated[Optional[int], typer.Option("--rank", help="Compare this rank only.")] = None,
+    data_mode: Annotated[
+        str, typer.Option("--data-mode", "--data_mode", help="auto | tensor | statistics | md5.")
+    ] = "auto",
+    highlight: Annotated[
+        bool, typer.Option("--highlight", "-hl", help="Also write an .xlsx with red/yellow/green rows.")
+    ] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Worker processes.")] = os.cpu_count() or 1,
+    fail_on_diff: Annotated[bool, typer.Option("--fail-on-diff", help="Exit 1 when any row FAILs.")] = False,
+    target_run: Annotated[
+        Optional[str],
+        typer.Option("--target-run", help="The target GE {time} directory, when it holds several runs."),
+    ] = None,
+    golden_run: Annotated[
+        Optional[str], typer.Option("--golden-run", help="The run (GE {time} or FX graph directory) of the golden.")
+    ] = None,
+    fx_token_base: Annotated[
+        Optional[int], typer.Option("--fx-token-base", min=0, max=1, help="FX step numbering (0 or 1) if not detected.")
+    ] = None,
+    cosine: Annotated[float, typer.Option(help="PASS needs Cosine >= this.")] = 0.99,
+    max_rel_err: Annotated[float, typer.Option(help="PASS needs MaxRelativeErr < this.")] = 0.01,
+    stats_rel_err: Annotated[float, typer.Option(help="Statistics PASS: relative errors <= this.")] = 0.01,
+) -> None:
+    """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
+    from tcmp.compare.console import print_summary
+    from tcmp.compare.records import CompareError
+    from tcmp.compare.report import write_reports
+    from tcmp.compare.run import CompareOptions, DataMode, run_compare
+    from tcmp.compare.verdict import Thresholds
+
+    try:
+        chosen = DataMode(data_mode)
+    except ValueError:
+        raise _fail(f"--data-mode must be one of {', '.join(m.value for m in DataMode)}", EXIT_USAGE) from None
+    try:
+        output_path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=output_path, prefix=".tcmp-write-test"):
+            pass
+    except OSError as exc:
+        raise _fail(f"cannot write reports to {output_path}: {exc.strerror or exc}") from None
+    thresholds = Thresholds(cosine=cosine, max_relative_err=max_rel_err, stats_relative_err=stats_rel_err)
+    options = CompareOptions(
+        target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
+        golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds,
+    )  # fmt: skip
+    try:
+        with _progress() as progress:
+            task = progress.add_task("comparing", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            result, _ = run_compare(options, advance)
+        reports = write_reports(result, output_path, highlight=highlight)
+    except CompareError as exc:
+        raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
+    except OSError as exc:
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            raise
+        raise _fail(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")) from None
+    print_summary(out, result, reports)
+    if fail_on_diff and result.failed:
+        raise typer.Exit(EXIT_FAILURES)
+
+
 @app.command()
 def demo(
     directory: Annotated[
         Optional[Path], typer.Argument(help="Where to write the example (default: a temp dir).")
     ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Worker processes.")] = os.cpu_count() or 1,
 ) -> None:
-    """Synthesize a small GE dump with its golden and read it back with `tcmp parse --info`."""
-    from tcmp.schemas.parse import parse_dumps
-    from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
+    """Synthesize a GE dump with injected faults and its golden FX dump, compare them, print the summary."""
+    from tcmp.compare.console import print_summary
+    from tcmp.compare.demo import run_demo
 
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="tcmp-demo-"))
-    scenario = write_scenario(root, ScenarioConfig())
-    err.print(f"synthetic dump written to {root}", highlight=False)
-    results = list(parse_dumps([scenario.target]))
-    tensors = sum(len(r.tensors) for r in results)
-    for result in results[:3]:
-        for tensor in result.tensors:
-            out.print(tensor.to_json())
-    out.print(f"parsed {len(results)} GE dump files, {tensors} tensors, {sum(bool(r.error) for r in results)} errors")
+    err.print(f"writing a synthetic dump pair under {root} …", highlight=False)
+    demo_result = run_demo(root, jobs=jobs)
+    out.print(f"injected faults: {', '.join(demo_result.faults)}")
+    print_summary(out, demo_result.result, demo_result.reports)
 
 
 def main() -> None:

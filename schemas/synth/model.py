@@ -280,6 +280,7 @@ class _Builder:
         name = "".join(members)
         if len(name) > FUSED_NAME_LIMIT:
             name = f"{members[0]}_ub_fusion"
+            record_original_op = True  # without it nobody could tell which op the output belongs to
         self.groups.append(FusionGroup(name, op_type, tuple(members), record_original_op))
 
     def graph(self) -> ModelGraph:

@@ -29,6 +29,7 @@ import numpy as np
 
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.formats import Format
+from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.records import IO
 
 from .fx_writer import FxEra, FxWriter
@@ -122,13 +123,6 @@ class Scenario:
         golden = self.golden_fx or self.golden_ge
         assert golden is not None
         return golden
-
-
-def sanitize(name: str) -> str:
-    """GE's file-name sanitizing (ReplaceStringElem): space, `.`, `/` and `\\` become `_`."""
-    for ch in " ./\\":
-        name = name.replace(ch, "_")
-    return name
 
 
 @dataclass
@@ -291,7 +285,7 @@ class _GeWriter:
     def write_graph_files(self, rank: int, graph_number: int, graph: ModelGraph, values: ModelValues) -> None:
         directory = self.root / "msprobe_ge_dump"
         directory.mkdir(parents=True, exist_ok=True)
-        specs = [_graph_op_spec(op, values) for op in graph.ge_ops]
+        specs = _graph_specs(graph, values)
         ts = f"2026112908{30 + graph_number % 20:02d}00000000"
         write_graph(directory, graph_file_name(graph_number, rank, PID, ts), f"graph_{graph_number}", specs)
         write_graph(directory, graph_file_name(graph_number, rank, PID, ts, kind="optimized"), graph.graph_name, specs)
@@ -406,7 +400,20 @@ def _damage(path: Path, kind: FaultKind) -> None:
         path.write_bytes(bytes(data))
 
 
-def _graph_op_spec(op: GeOpDef, values: ModelValues) -> GraphOpSpec:
+def _graph_specs(graph: ModelGraph, values: ModelValues) -> list[GraphOpSpec]:
+    """The graph as torchair writes it: GE inserts its TransData/Cast ops later, so they are not in it, and their
+    consumers' edges point at the original producers."""
+    inserted = {op.name: op for op in graph.ge_ops if op.kind is OpKind.INSERTED}
+
+    def source(ref: TensorRef) -> TensorRef:
+        while ref.op in inserted:
+            ref = inserted[ref.op].inputs[0]
+        return ref
+
+    return [_graph_op_spec(op, values, source) for op in graph.ge_ops if op.kind is not OpKind.INSERTED]
+
+
+def _graph_op_spec(op: GeOpDef, values: ModelValues, source) -> GraphOpSpec:
     outputs = tuple(
         OutputSpec(
             fx_tensor_name=f"{fx[0]}.OUTPUT.{fx[1]}" if fx is not None else None,
@@ -416,7 +423,7 @@ def _graph_op_spec(op: GeOpDef, values: ModelValues) -> GraphOpSpec:
         )
         for i, (fx, dtype) in enumerate(zip(op.fx_outputs, op.output_dtypes))
     )
-    edges = tuple(f"{r.op}:{r.index}" for r in op.inputs) + tuple(f"{c}:-1" for c in op.control_inputs)
+    edges = tuple(f"{r.op}:{r.index}" for r in map(source, op.inputs)) + tuple(f"{c}:-1" for c in op.control_inputs)
     return GraphOpSpec(op.name, op.type, edges, outputs)
 
 

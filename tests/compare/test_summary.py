@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tcmp.compare.summary import CHUNK, summarize
+from tcmp.compare.summary import CHUNK, F16_CHUNK, summarize
 
 
 def reference(array: np.ndarray):
@@ -52,18 +52,35 @@ def assert_matches(array: np.ndarray) -> None:
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn])
 def test_floats_across_several_chunks(dtype):
     rng = np.random.default_rng(1)
-    assert_matches((rng.standard_normal(CHUNK * 3 + 17) * 50).astype(dtype))
+    chunk = F16_CHUNK if dtype == np.float16 else CHUNK
+    assert_matches((rng.standard_normal(chunk * 3 + 17) * 50).astype(dtype))
 
 
 def test_float16_special_values_in_one_chunk_only():
-    x = np.random.default_rng(2).standard_normal(CHUNK * 2).astype(np.float16)
-    x[CHUNK + 5] = np.nan
-    x[CHUNK + 9] = -np.inf
+    x = np.random.default_rng(2).standard_normal(F16_CHUNK * 2).astype(np.float16)
+    x[F16_CHUNK + 5] = np.nan
+    x[F16_CHUNK + 9] = -np.inf
     x[3] = np.float16(65504)  # largest finite: must not be taken for inf
     x[4] = np.float16(6e-8)  # subnormal
     assert_matches(x)
     summary = summarize(x)
     assert summary.min == -math.inf and summary.max == 65504.0 and summary.mean == -math.inf
+
+
+def test_float16_every_finite_code_and_single_sign_chunks():
+    """min/max are read from the raw codes: check every finite code, and chunks holding one sign only (where the
+    smallest-magnitude code decides one end), including -0.0 and subnormals."""
+    codes = np.arange(1 << 16, dtype=np.uint16)
+    finite = codes[(codes & 0x7C00) != 0x7C00].view(np.float16)
+    assert_matches(np.random.default_rng(4).permutation(finite))
+    negative = -np.abs(np.random.default_rng(5).standard_normal(F16_CHUNK + 3)).astype(np.float16)
+    negative[F16_CHUNK + 1] = np.float16(-6e-8)  # subnormal: the largest value of the all-negative second chunk
+    assert_matches(negative)
+    assert summarize(negative).max == float(np.float16(-6e-8))
+    positive = np.abs(np.random.default_rng(6).standard_normal(F16_CHUNK + 3)).astype(np.float16) + np.float16(1)
+    positive[2] = np.float16(-0.0)
+    assert_matches(positive)
+    assert summarize(positive).min == 0.0 and summarize(np.array([-0.0, -1.0], np.float16)).max == 0.0
 
 
 def test_integers_bools_complex_and_empty():

@@ -1,0 +1,200 @@
+"""A pair becomes a row: its tensors are read (raw, or as stored summaries), the mode's metrics computed, and the
+row judged. One `TensorLoader` per worker keeps the GE file of the op being compared open across its rows."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from tcmp.schemas.errors import DumpError, describe
+from tcmp.schemas.ffts import SliceFile, merge_ffts_slices
+from tcmp.schemas.fx_dump import FxValueKind, read_fx_value
+from tcmp.schemas.ge_dump import GeDumpReader, open_ge_dump
+from tcmp.schemas.ge_names import GeFileName
+from tcmp.schemas.layout import FileKind
+from tcmp.schemas.records import IO, Summary, TensorSummary
+from tcmp.schemas.stats_files import read_fx_min_max_npy
+
+from .metrics import Mode, crc_hex, statistics_metrics, tensor_metrics
+from .records import Pair, Row, TensorRef, TensorStats
+from .summary import summarize
+from .verdict import Judgement, Result, Thresholds, judge_md5, judge_statistics, judge_tensor
+
+
+class Unavailable(Exception):
+    """The data a mode needs is not there (a summary-only file, a non-tensor argument, an unreadable file)."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    array: Optional[np.ndarray]  # None when only a summary exists
+    summary: Optional[Summary]
+    dtype: Optional[str]
+    shape: Optional[tuple[int, ...]]
+    notes: tuple[str, ...] = ()
+
+
+class TensorLoader:
+    """Reads tensors for rows; caches the last few GE files and their merged FFTS+ ops."""
+
+    def __init__(self, cache_size: int = 4) -> None:
+        self._readers: OrderedDict = OrderedDict()
+        self._merged: OrderedDict = OrderedDict()
+        self.cache_size = cache_size
+
+    def _reader(self, path) -> GeDumpReader:
+        reader = self._readers.pop(path, None) or open_ge_dump(path)
+        self._readers[path] = reader
+        while len(self._readers) > self.cache_size:
+            self._readers.popitem(last=False)[1].close()
+        return reader
+
+    def _ffts(self, ref: TensorRef):
+        key = tuple(f.path for f in ref.files)
+        if key not in self._merged:
+            parts = []
+            for f in ref.files:
+                reader = self._reader(f.path)
+                assert isinstance(f.name, GeFileName)
+                parts.append(
+                    SliceFile(
+                        f.name,
+                        reader.dump,
+                        tuple(reader.load(t).array for t in reader.dump.inputs),
+                        tuple(reader.load(t).array for t in reader.dump.outputs),
+                    )
+                )
+            self._merged[key] = merge_ffts_slices(parts)
+            while len(self._merged) > self.cache_size:
+                self._merged.popitem(last=False)
+        return self._merged[key]
+
+    def raw(self, ref: TensorRef) -> Loaded:
+        if not ref.has_raw:
+            raise Unavailable("raw tensor not available (summary only)")
+        first = ref.files[0]
+        try:
+            if first.kind is FileKind.FX_NPY:
+                value = read_fx_value(first.path)
+                if value.kind not in (FxValueKind.TENSOR, FxValueKind.SCALAR) or value.array is None:
+                    raise Unavailable(f"non-tensor argument ({value.kind.value}: {value.text})")
+                return Loaded(value.array, None, str(value.array.dtype), tuple(value.array.shape))
+            if len(ref.files) > 1:
+                merged = self._ffts(ref)
+                items = merged.inputs if ref.io is IO.INPUT else merged.outputs
+                array = items[ref.index]
+                dtype = self._reader(first.path).dump.tensor(ref.io, ref.index).dtype_name
+                return Loaded(array, None, dtype, tuple(array.shape), merged.notes)
+            reader = self._reader(first.path)
+            tensor = reader.dump.tensor(ref.io, ref.index)
+            loaded = reader.load(tensor)
+            if loaded.raw:
+                raise Unavailable(f"{tensor.dtype_name} has no numeric decoding")
+            return Loaded(loaded.array, None, tensor.dtype_name, tuple(loaded.array.shape), loaded.notes)
+        except DumpError as exc:
+            raise Unavailable(f"unreadable: {describe(exc)}") from exc
+        except (IndexError, OSError) as exc:
+            raise Unavailable(f"unreadable: {exc}") from exc
+
+    def summary(self, ref: TensorRef, with_crc: bool) -> Loaded:
+        if ref.stored is not None:
+            s: TensorSummary = ref.stored
+            return Loaded(None, s.summary, s.dtype, s.shape)
+        first = ref.files[0]
+        if first.kind is FileKind.FX_MIN_MAX_NPY:
+            try:
+                return Loaded(None, read_fx_min_max_npy(first.path), None, None, ("appendix min/max file",))
+            except DumpError as exc:
+                raise Unavailable(f"unreadable: {describe(exc)}") from exc
+        loaded = self.raw(ref)
+        return Loaded(loaded.array, summarize(loaded.array, with_crc=with_crc), loaded.dtype, loaded.shape,
+                      loaded.notes)  # fmt: skip
+
+
+def _at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
+    """An FX scalar argument is a Python number (saved as a 0-d float64); the GE Const that carries it holds it in
+    the tensor's dtype. Round the scalar like the device did, or every fp16 constant would "fail"."""
+    if bench.array is None or npu.array is None or bench.array.ndim != 0 or bench.array.dtype != np.float64:
+        return bench
+    if npu.array.dtype.kind != "f" and not npu.array.dtype.type.__module__.startswith("ml_dtypes"):
+        return bench
+    if npu.array.dtype.itemsize >= 8:
+        return bench
+    rounded = bench.array.astype(npu.array.dtype)
+    note = f"scalar argument compared at the NPU's precision ({npu.array.dtype})"
+    return Loaded(rounded, None, str(rounded.dtype), bench.shape, (*bench.notes, note))
+
+
+def _stats(loaded: Optional[Loaded]) -> TensorStats:
+    if loaded is None:
+        return TensorStats(None, None, None, None, None, None, None)
+    s = loaded.summary
+    return TensorStats(
+        loaded.dtype,
+        loaded.shape,
+        s.max if s else None,
+        s.min if s else None,
+        s.mean if s else None,
+        s.l2norm if s else None,
+        crc_hex(s.crc32) if s else None,
+    )
+
+
+def _nan_inf(summary: Optional[Summary]) -> Optional[bool]:
+    if summary is None or summary.nan_count is None:
+        return None
+    return bool(summary.nan_count or summary.inf_count)
+
+
+def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoader) -> Row:
+    """Compare one pair in `mode` (never raises for missing or odd data: the row says what is missing)."""
+    messages: list[str] = list(pair.notes)
+    npu = bench = None
+    tensor = statistics = None
+    judgement = Judgement(Result.FAIL, False)
+    one_side = False
+    try:
+        if mode is Mode.TENSOR:
+            npu, bench = loader.raw(pair.npu), _at_npu_precision(loader.raw(pair.npu), loader.raw(pair.bench))
+            tensor = tensor_metrics(npu.array, bench.array)
+            npu = Loaded(npu.array, summarize(npu.array, with_crc=False), npu.dtype, npu.shape, npu.notes)
+            bench = Loaded(bench.array, summarize(bench.array, with_crc=False), bench.dtype, bench.shape, bench.notes)
+            messages += tensor.messages
+            judgement = judge_tensor(tensor, thresholds)
+            one_side = tensor.nan_inf_mismatch and _nan_inf(npu.summary) != _nan_inf(bench.summary)
+        else:
+            npu, bench = loader.summary(pair.npu, mode is Mode.MD5), loader.summary(pair.bench, mode is Mode.MD5)
+            if npu.summary is None or bench.summary is None:
+                raise Unavailable("no summary on one side")
+            if mode is Mode.STATISTICS:
+                statistics = statistics_metrics(npu.summary, bench.summary)
+                messages += statistics.messages
+                b = bench.summary
+                judgement = judge_statistics(statistics, b.max, b.min, b.l2norm, thresholds)
+                one_side = statistics.nan_inf_one_side
+            else:
+                n_crc, b_crc = crc_hex(npu.summary.crc32), crc_hex(bench.summary.crc32)
+                if n_crc is None or b_crc is None:
+                    messages.append("no CRC-32 on one side (summary-only source)")
+                judgement = judge_md5(n_crc, b_crc)
+        for side, loaded in (("NPU", npu), ("bench", bench)):
+            messages += [f"{side}: {note}" for note in loaded.notes]
+    except Unavailable as exc:
+        which = "NPU" if npu is None else "bench"
+        messages.append(f"{which} {exc}")
+        judgement = Judgement(Result.NA, False)
+    return Row(
+        pair=pair,
+        npu=_stats(npu),
+        bench=_stats(bench),
+        tensor=tensor,
+        statistics=statistics,
+        result=judgement.result,
+        accuracy_reached=judgement.accuracy_reached,
+        messages=tuple(messages),
+        nan_inf_one_side=one_side,
+        from_index=pair.npu.raw_deleted or pair.bench.raw_deleted,
+    )

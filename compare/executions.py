@@ -1,0 +1,155 @@
+"""One token's dump files turned into op executions: GE ops in execution order (FFTS+ slices of one execution
+merged, repeated executions of one op numbered), FX node calls with their argument and output files.
+
+Only headers are read here (the GE header, a stats CSV, an appendix npz); tensors are read when compared.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from tcmp.schemas.errors import DumpError, describe
+from tcmp.schemas.ffts import ffts_base_name
+from tcmp.schemas.fx_dump import FxFileName
+from tcmp.schemas.ge_dump import read_ge_dump
+from tcmp.schemas.ge_names import GeFileName
+from tcmp.schemas.layout import DumpFile, FileKind
+from tcmp.schemas.records import IO, TensorKind, TensorSummary
+from tcmp.schemas.stats_files import read_ge_min_max_npz, read_stats_csv
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    io: IO
+    index: int
+    shape: Optional[tuple[int, ...]]  # ND shape, when the header says
+    dtype: Optional[str]
+    stored: Optional[TensorSummary] = None  # summary-only files (and the index): the tensor's summary
+
+
+@dataclass(frozen=True)
+class GeExecution:
+    op_name: str  # the header's unsanitized name when read, else the file name's
+    op_type: str
+    timestamp: int
+    files: tuple[DumpFile, ...]  # one file, or the FFTS+ slice files of this execution
+    inputs: tuple[TensorMeta, ...]
+    outputs: tuple[TensorMeta, ...]
+    original_ops: tuple[Optional[tuple[str, int]], ...]  # per output: the header's original_op
+    error: Optional[str] = None  # unreadable: why
+    order: int = 0  # position in the token's execution order
+    execution: int = 0  # k-th execution of this op name in the token
+    raw_deleted: bool = False
+
+    @property
+    def file_op_name(self) -> str:
+        return self.files[0].op_name
+
+    def tensor(self, io: IO, index: int) -> Optional[TensorMeta]:
+        items = self.inputs if io is IO.INPUT else self.outputs
+        return items[index] if index < len(items) else None
+
+
+@dataclass(frozen=True)
+class FxCall:
+    """One call of an FX node in one token: its argument and output files."""
+
+    node: str
+    target: str
+    timestamp: str
+    call: int  # k-th call of this node in the token
+    inputs: tuple[tuple[int, Optional[int], DumpFile], ...]  # (i, j, file), numeric order (INPUT.2 before .10)
+    outputs: tuple[tuple[int, DumpFile], ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.node}-{self.target}"
+
+    def output(self, index: int) -> Optional[DumpFile]:
+        return next((f for k, f in self.outputs if k == index), None)
+
+
+def _meta_from_summaries(io: IO, tensors: Sequence[TensorSummary]) -> tuple[TensorMeta, ...]:
+    return tuple(TensorMeta(t.io, t.index, t.shape, t.dtype, t) for t in tensors if t.io is io)
+
+
+def _read_execution(files: Sequence[DumpFile]) -> GeExecution:
+    first = files[0]
+    name = first.name
+    assert isinstance(name, GeFileName)
+    base = GeExecution(first.op_name, first.op_type or "", first.timestamp or 0, tuple(files), (), (), ())
+    try:
+        if first.kind is FileKind.GE_BINARY:
+            dump = read_ge_dump(first.path)
+            inputs = tuple(TensorMeta(IO.INPUT, t.index, t.nd_shape, t.dtype_name) for t in dump.inputs)
+            outputs = tuple(TensorMeta(IO.OUTPUT, t.index, t.nd_shape, t.dtype_name) for t in dump.outputs)
+            originals = tuple(
+                (t.original_op.name, t.original_op.output_index) if t.original_op else None for t in dump.outputs
+            )
+            op_name = ffts_base_name(dump.op_name) if len(files) > 1 else dump.op_name
+            return GeExecution(
+                op_name or first.op_name, base.op_type, dump.dump_time or base.timestamp, tuple(files), inputs,
+                outputs, originals,
+            )  # fmt: skip
+        if first.kind is FileKind.GE_STATS_CSV:
+            rows = read_stats_csv(first.path)
+            tensors = [TensorSummary(r.io, r.index, None, TensorKind.STATS, None, r.shape, r.summary) for r in rows]
+        else:
+            ins, outs = read_ge_min_max_npz(first.path)
+            tensors = [
+                TensorSummary(r.io, r.index, None, TensorKind.MIN_MAX, None, None, r.summary) for r in ins + outs
+            ]
+        return GeExecution(
+            base.op_name, base.op_type, base.timestamp, tuple(files), _meta_from_summaries(IO.INPUT, tensors),
+            _meta_from_summaries(IO.OUTPUT, tensors), (None,) * sum(t.io is IO.OUTPUT for t in tensors),
+        )  # fmt: skip
+    except DumpError as exc:
+        return GeExecution(base.op_name, base.op_type, base.timestamp, tuple(files), (), (), (), error=describe(exc))
+
+
+def ge_executions(files: Sequence[DumpFile]) -> tuple[GeExecution, ...]:
+    """The GE op executions of one token, in execution order (dump time, then file name)."""
+    slices: dict[tuple, list[DumpFile]] = defaultdict(list)
+    singles: list[list[DumpFile]] = []
+    for f in files:
+        name = f.name
+        if isinstance(name, GeFileName) and name.ffts is not None:
+            slices[(ffts_base_name(name.op_name), name.task_id, name.stream_id)].append(f)
+        else:
+            singles.append([f])
+    groups = singles + [sorted(g, key=lambda f: (f.name.ffts.thread_id, f.timestamp or 0)) for g in slices.values()]
+    executions = sorted((_read_execution(g) for g in groups), key=lambda e: (e.timestamp, e.files[0].path.name))
+    counts: dict[str, int] = defaultdict(int)
+    numbered = []
+    for order, e in enumerate(executions):
+        numbered.append(
+            GeExecution(
+                e.op_name, e.op_type, e.timestamp, e.files, e.inputs, e.outputs, e.original_ops, e.error, order,
+                counts[e.op_name], e.raw_deleted,
+            )
+        )  # fmt: skip
+        counts[e.op_name] += 1
+    return tuple(numbered)
+
+
+def fx_calls(files: Sequence[DumpFile]) -> dict[str, tuple[FxCall, ...]]:
+    """FX node calls of one token by node key, each node's calls in call order."""
+    by_call: dict[tuple[str, str], list[DumpFile]] = defaultdict(list)
+    for f in files:
+        name = f.name
+        assert isinstance(name, FxFileName)
+        by_call[(name.key, name.timestamp)].append(f)
+    calls: dict[str, list[FxCall]] = defaultdict(list)
+    for (key, ts), call_files in sorted(by_call.items(), key=lambda item: (item[0][0], int(item[0][1] or 0))):
+        names = [(f.name, f) for f in call_files]
+        inputs = sorted(
+            ((n.index, n.sub_index, f) for n, f in names if n.io is IO.INPUT),
+            key=lambda x: (x[0], -1 if x[1] is None else x[1]),
+        )
+        outputs = sorted(((n.index, f) for n, f in names if n.io is IO.OUTPUT), key=lambda x: x[0])
+        first = names[0][0]
+        calls[key].append(FxCall(first.node, first.target, ts, len(calls[key]), tuple(inputs), tuple(outputs)))
+    return {k: tuple(v) for k, v in calls.items()}

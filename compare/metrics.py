@@ -1,0 +1,250 @@
+"""The metric cells of one compared pair, for each data mode (spec/compare-decisions.md; formulas as msprobe
+26.2.0, spec/msprobe-compare-semantics.md §1.2, §2, §3, so numbers can be cross-checked with the tool users know).
+
+Cells hold a float, or `NA` when a metric cannot be computed (the reason goes to the row's messages). Rounding is
+msprobe's: 12 fixed decimals for Cosine, MaxAbsErr, MaxRelativeErr and the ratios (`fmt`), Cosine additionally to
+6 decimals above 0.9999; EucDist is not rounded.
+
+Where tcmp deliberately differs from msprobe: nothing is masked (a golden 0 facing an NPU 100 shows as an absolute
+error of 100), shapes are compared after dropping size-1 dims and never flattened into each other, int vs float is
+compared, and every message is kept.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+
+from tcmp.schemas.dtypes import to_float32
+from tcmp.schemas.records import Summary
+
+
+class _NotAvailable:
+    """The `N/A` cell: a metric that cannot be computed for this pair (the reason is in Err_message)."""
+
+    _instance: Optional[_NotAvailable] = None
+
+    def __new__(cls) -> _NotAvailable:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NA"
+
+    def __reduce__(self):
+        return (_NotAvailable, ())
+
+
+NA = _NotAvailable()
+Cell = Union[float, _NotAvailable]
+
+COSINE_ROUND_ABOVE = 0.9999
+ONE_THOUSANDTH = 0.001
+FIVE_THOUSANDTHS = 0.005
+_EPS64 = float(np.finfo(np.float64).eps)
+
+
+def fmt(value: float) -> float:
+    """msprobe's format_value: 12 fixed decimals (so anything below 5e-13 becomes 0.0)."""
+    if not math.isfinite(value):
+        return value
+    return float(f"{value:.12f}")
+
+
+class Mode(str, enum.Enum):
+    TENSOR = "tensor"
+    STATISTICS = "statistics"
+    MD5 = "md5"
+
+
+@dataclass(frozen=True)
+class TensorMetrics:
+    cosine: Cell
+    euc_dist: Cell
+    max_abs_err: Cell
+    max_relative_err: Cell
+    one_thousandth: Cell
+    five_thousandths: Cell
+    messages: tuple[str, ...]
+    nan_inf_mismatch: bool = False  # NaN/inf at different positions (or on one side only)
+    shape_mismatch: bool = False
+    both_zero: bool = False  # both sides all zero (a NaN-free, trustworthy cosine of 1.0)
+
+    @property
+    def cells(self) -> tuple[Cell, ...]:
+        return (
+            self.cosine, self.euc_dist, self.max_abs_err, self.max_relative_err, self.one_thousandth,
+            self.five_thousandths,
+        )  # fmt: skip
+
+
+def _all_na(messages: list[str], **flags: bool) -> TensorMetrics:
+    return TensorMetrics(NA, NA, NA, NA, NA, NA, tuple(messages), **flags)
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
+def _numeric(array: np.ndarray) -> np.ndarray:
+    array = to_float32(np.asarray(array))  # bf16/float8 widened exactly
+    if array.dtype.kind == "c":
+        raise TypeError("complex")
+    return array
+
+
+def _dtype_label(array: np.ndarray) -> str:
+    return str(np.asarray(array).dtype)
+
+
+def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
+    """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio."""
+    messages: list[str] = []
+    try:
+        n, b = _numeric(npu), _numeric(bench)
+    except TypeError:
+        return _all_na(["complex tensors are compared in statistics or md5 mode only."])
+    if _squeezed(n.shape) != _squeezed(b.shape):
+        return _all_na(
+            [f"Shape of NPU {list(n.shape)} and bench {list(b.shape)} tensor do not match."], shape_mismatch=True
+        )
+    if n.size == 0:
+        return TensorMetrics(NA, NA, NA, NA, NA, NA, ("This is empty data on both sides, nothing to compare.",))
+    if np.asarray(npu).dtype != np.asarray(bench).dtype:
+        messages.append(
+            f"Dtype of NPU ({_dtype_label(npu)}) and bench ({_dtype_label(bench)}) tensor do not match; "
+            "compared after casting."
+        )
+    n = n.reshape(-1)
+    b = b.reshape(-1)
+    if n.dtype.kind == "f" or b.dtype.kind == "f":
+        n_bad, b_bad = ~np.isfinite(n), ~np.isfinite(b)
+        if n_bad.any() or b_bad.any():
+            same = (
+                np.array_equal(np.isnan(n), np.isnan(b))
+                and np.array_equal(np.isposinf(n), np.isposinf(b))
+                and np.array_equal(np.isneginf(n), np.isneginf(b))
+            )
+            if not same:
+                messages.append("The position of inf or nan in NPU and bench Tensor do not match.")
+                return _all_na(messages, nan_inf_mismatch=True)
+            n = np.where(n_bad, 0, n)  # identical positions: zeroed on both sides, as msprobe does
+            b = np.where(b_bad, 0, b)
+    # relative errors in msprobe's result type: float32 for 16/32-bit floats, float64 for ints/bools/float64
+    n_rel = n.astype(np.float64) if n.dtype.kind in "biu" else n
+    b_rel = b.astype(np.float64) if b.dtype.kind in "biu" else b
+    rt = np.result_type(n_rel, b_rel, np.float32)
+    n64, b64 = n.astype(np.float64), b.astype(np.float64)
+    diff = n64 - b64
+    max_abs = fmt(float(np.max(np.abs(diff))))
+    rel = _relative_errors(n_rel.astype(rt), b_rel.astype(rt))
+    max_rel = fmt(float(rel.max()))
+    size = rel.size
+    one = fmt(float(np.count_nonzero(rel < ONE_THOUSANDTH)) / size)
+    five = fmt(float(np.count_nonzero(rel < FIVE_THOUSANDTHS)) / size)
+    if n.size == 1:
+        messages.append("Single element: Cosine, EucDist and the error ratios are not computed.")
+        return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, tuple(messages))
+    euc = float(np.sqrt(np.dot(diff, diff)))
+    cosine, both_zero = _cosine(n64, b64, messages)
+    return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages), both_zero=both_zero)
+
+
+def _relative_errors(n: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|N - B| / |B| with msprobe's ε substitution where B == 0 (ε of the result type, added to both sides)."""
+    eps = np.finfo(n.dtype).eps
+    zero = b == 0
+    if zero.any():
+        n = np.where(zero, n + eps, n)
+        b = np.where(zero, b + eps, b)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.abs((n - b) / b)
+
+
+def _cosine(n: np.ndarray, b: np.ndarray, messages: list[str]) -> tuple[Cell, bool]:
+    n_norm, b_norm = float(np.sqrt(np.dot(n, n))), float(np.sqrt(np.dot(b, b)))
+    if n_norm <= _EPS64 and b_norm <= _EPS64:
+        return 1.0, True
+    if n_norm <= _EPS64:
+        messages.append("Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.")
+        return math.nan, False
+    if b_norm <= _EPS64:
+        messages.append("Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.")
+        return math.nan, False
+    value = float(np.dot(n, b)) / (n_norm * b_norm)
+    if math.isnan(value):
+        messages.append("Cannot compare by Cosine Similarity, the dump data has NaN.")
+        return math.nan, False
+    value = fmt(value)
+    return (round(value, 6) if value > COSINE_ROUND_ABOVE else value), False
+
+
+# --- statistics mode -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StatDiff:
+    diff: Cell  # n - b
+    relative: Cell  # |n - b| / |b| as a fraction (reports print it as a percentage); inf when b = 0 != n
+
+
+@dataclass(frozen=True)
+class StatisticsMetrics:
+    max: StatDiff
+    min: StatDiff
+    mean: StatDiff
+    l2norm: StatDiff
+    messages: tuple[str, ...]
+    nan_inf_one_side: bool
+
+    @property
+    def diffs(self) -> tuple[StatDiff, ...]:
+        return (self.max, self.min, self.mean, self.l2norm)
+
+
+def _stat_diff(n: Optional[float], b: Optional[float]) -> StatDiff:
+    if n is None or b is None:
+        return StatDiff(NA, NA)
+    if math.isnan(n) or math.isnan(b):
+        return StatDiff(math.nan, math.nan)
+    if n == b:  # includes inf == inf
+        return StatDiff(0.0, 0.0)
+    diff = n - b
+    if math.isinf(b) or math.isinf(n):
+        return StatDiff(diff, math.inf)
+    return StatDiff(diff, math.inf if b == 0 else abs(diff) / abs(b))
+
+
+def _has_special(summary: Summary) -> Optional[bool]:
+    if summary.nan_count is None and summary.inf_count is None:
+        values = [v for v in (summary.min, summary.max) if v is not None]
+        return any(not math.isfinite(v) for v in values) if values else None
+    return bool(summary.nan_count or summary.inf_count)
+
+
+def statistics_metrics(npu: Summary, bench: Summary) -> StatisticsMetrics:
+    messages: list[str] = []
+    n_special, b_special = _has_special(npu), _has_special(bench)
+    one_side = n_special is not None and b_special is not None and n_special != b_special
+    if one_side:
+        side = "NPU" if n_special else "bench"
+        messages.append(f"NaN/inf in the {side} tensor only.")
+    if npu.l2norm is None or bench.l2norm is None:
+        messages.append("No mean/L2 norm on one side (summary holds min and max only).")
+    return StatisticsMetrics(
+        max=_stat_diff(npu.max, bench.max),
+        min=_stat_diff(npu.min, bench.min),
+        mean=_stat_diff(npu.mean, bench.mean),
+        l2norm=_stat_diff(npu.l2norm, bench.l2norm),
+        messages=tuple(messages),
+        nan_inf_one_side=one_side,
+    )
+
+
+def crc_hex(crc: Optional[int]) -> Optional[str]:
+    return None if crc is None else f"{crc & 0xFFFFFFFF:08x}"

@@ -1,0 +1,137 @@
+"""Records flowing through the compare: tensor references, matched pairs, unmatched tensors and result rows."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional
+
+from tcmp.schemas.layout import DumpFile, FileKind
+from tcmp.schemas.records import IO, TensorSummary
+
+from .metrics import Cell, StatisticsMetrics, TensorMetrics
+from .verdict import Colour, Result
+
+RAW_KINDS = (FileKind.GE_BINARY, FileKind.FX_NPY)
+
+
+class CompareError(Exception):
+    """A compare that cannot run: one clear line for the user. `usage` marks a mistake in the command line."""
+
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class Role(str, enum.Enum):
+    """Which dump of the compare a file belongs to."""
+
+    TARGET = "target"
+    GOLDEN = "golden"
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """One tensor of a dump: (io, index[, sub_index]) of one file, or of the FFTS+ slice files of one op.
+
+    `stored` is a summary the tensor only exists as (a stats-mode CSV, an appendix min/max file, the daemon's index
+    when the raw file is gone). `has_raw` says whether the raw tensor can be read.
+    """
+
+    files: tuple[DumpFile, ...]
+    io: IO
+    index: int
+    sub_index: Optional[int] = None
+    stored: Optional[TensorSummary] = None
+    raw_deleted: bool = False
+
+    @property
+    def has_raw(self) -> bool:
+        return not self.raw_deleted and all(f.kind in RAW_KINDS for f in self.files)
+
+    @property
+    def label(self) -> str:
+        """The report's "real data name": the GE file and tensor, or the FX file name."""
+        name = self.files[0].path.name
+        if self.files[0].kind in (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY):
+            return name
+        slices = f" (+{len(self.files) - 1} FFTS+ slices)" if len(self.files) > 1 else ""
+        return f"{name} {self.io.value} {self.index}{slices}"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A target tensor and the golden tensor it is compared with."""
+
+    rank: Optional[int]
+    token: int
+    graph: str
+    op_name: str  # GE op name (a fused op's full name)
+    op_type: str
+    order: int  # execution order of the op within its token
+    execution: int  # k-th execution of the op in the token
+    io: IO
+    index: int
+    npu: TensorRef
+    bench: TensorRef
+    notes: tuple[str, ...] = ()
+    stack_info: Optional[str] = None
+
+    @property
+    def api_name(self) -> str:
+        suffix = f" #{self.execution}" if self.execution else ""
+        return f"{self.op_name}.{self.io.value}.{self.index}{suffix}"
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A target op or tensor, or a golden tensor, that has no partner, and why."""
+
+    role: Role
+    rank: Optional[int]
+    token: Optional[int]
+    op_name: str
+    op_type: str
+    io: Optional[IO]
+    index: Optional[int]
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class TensorStats:
+    dtype: Optional[str]
+    shape: Optional[tuple[int, ...]]
+    max: Optional[float]
+    min: Optional[float]
+    mean: Optional[float]
+    l2norm: Optional[float]
+    crc32: Optional[str]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the result table."""
+
+    pair: Pair
+    npu: TensorStats
+    bench: TensorStats
+    tensor: Optional[TensorMetrics]
+    statistics: Optional[StatisticsMetrics]
+    result: Result
+    accuracy_reached: bool
+    messages: tuple[str, ...]
+    nan_inf_one_side: bool
+    from_index: bool = False  # the data came from summaries stored by `tcmp watch`, not raw files
+    colour: Colour = Colour.GREEN
+
+    @property
+    def error_cell(self) -> Cell:
+        """The absolute error of this row for the magnitude rule: MaxAbsErr (tensor) or Max diff (statistics)."""
+        if self.tensor is not None:
+            return self.tensor.max_abs_err
+        if self.statistics is not None:
+            return self.statistics.max.diff
+        from .metrics import NA
+
+        return NA

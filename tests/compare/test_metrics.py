@@ -1,0 +1,207 @@
+"""Tensor-mode metrics against the worked examples of msprobe-compare-semantics.md §7.1, with tcmp's cell
+vocabulary (compare-decisions.md). Every expected number is recomputed here from the formulas written out in the
+spec (float64 cosine/EucDist/MaxAbsErr; relative errors in msprobe's result type with its ε substitution; 12-decimal
+rounding, cosine to 6 decimals above 0.9999), and checked against the value the spec table prints."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tcmp.compare.metrics import NA, StatDiff, statistics_metrics, tensor_metrics
+from tcmp.compare.verdict import Colour, Result, Thresholds, colour, judge_statistics, judge_tensor, magnitude_jump
+from tcmp.schemas.records import Summary
+
+
+def spec_metrics(npu, bench):
+    """The §1.2 formulas, written out independently of tcmp.compare.metrics."""
+    n, b = np.asarray(npu), np.asarray(bench)
+    n64, b64 = n.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    cos = float(n64 @ b64 / (np.linalg.norm(n64) * np.linalg.norm(b64)))
+    cos = float(f"{cos:.12f}")
+    if cos > 0.9999:
+        cos = round(cos, 6)
+    euc = float(np.linalg.norm(n64 - b64))
+    max_abs = float(f"{np.abs(n64 - b64).max():.12f}")
+    nr = n.astype(np.float64) if n.dtype.kind in "biu" else n
+    br = b.astype(np.float64) if b.dtype.kind in "biu" else b
+    rt = np.result_type(nr, br, np.float32)
+    nr, br = nr.astype(rt).ravel().copy(), br.astype(rt).ravel().copy()
+    eps = np.finfo(rt).eps
+    zero = br == 0
+    nr[zero] += eps
+    br[zero] += eps
+    re = np.abs((nr - br) / br)
+    return {
+        "cosine": cos,
+        "euc": euc,
+        "max_abs": max_abs,
+        "max_rel": float(f"{re.max():.12f}"),
+        "one": float(f"{(re < 0.001).sum() / re.size:.12f}"),
+        "five": float(f"{(re < 0.005).sum() / re.size:.12f}"),
+    }
+
+
+# (npu, bench, the spec table's printed cells: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, 1‰, 5‰)
+WORKED = [
+    (np.float32([1, 2, 3, 4]), np.float32([1, 2, 3, 4]), (1.0, 0.0, 0.0, 0.0, 1.0, 1.0)),
+    (np.float32([1, 2.0005, 3, 4.01]), np.float32([1, 2, 3, 4]),
+     (0.999999, 0.010012718983912159, 0.010000228882, 0.00250005722, 0.75, 1.0)),
+    (np.float32([0, 1e-7, 1, 2]), np.float32([0, 0, 1, 2.001]),
+     (1.0, 0.0009999275257523157, 0.000999927521, 0.838860750198, 0.75, 0.75)),
+    (np.float64([0, 1e-7, 1, 2]), np.float64([0, 0, 1, 2.001]),
+     (1.0, 0.0010000000049998898, 0.001, 450359962.7370496, 0.75, 0.75)),
+    (np.float32([5, 1]), np.float32([0, 1]), (0.196116135138, 5.0, 5.0, 41943040.0, 0.5, 0.5)),
+    (np.float16([1e-4, 0.5, 0]), np.float16([0, 0.5, 0]),
+     (1.0, 0.00010001659393310547, 0.000100016594, 839.0, 0.666666666667, 0.666666666667)),
+    (np.int64([1, 2, 3]), np.int64([1, 2, 4]), (0.991460133984, 1.0, 1.0, 0.25, 0.666666666667, 0.666666666667)),
+    (np.int64([1, 2, 3]), np.int64([0, 2, 3]),
+     (0.963624111659, 1.0, 1.0, 4503599627370496.0, 0.666666666667, 0.666666666667)),
+    (np.array([True, False, True]), np.array([True, True, True]),
+     (0.816496580928, 1.0, 1.0, 1.0, 0.666666666667, 0.666666666667)),
+    (np.float64([1, -2, 3]), np.float64([-1, 2, -3]), (-1.0, 7.483314773547883, 6.0, 2.0, 0.0, 0.0)),
+    (np.float64([1, 0]), np.float64([1, 0.0142]), (0.999899195244, 0.0142, 0.0142, 1.0, 0.5, 0.5)),
+    (np.float64([1, 0]), np.float64([1, 0.001]), (1.0, 0.001, 0.001, 1.0, 0.5, 0.5)),
+    (np.float64([1.001, 2]), np.float64([1, 2]), (1.0, 0.0009999999999998899, 0.001, 0.001, 1.0, 1.0)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("npu", "bench", "printed"), WORKED)
+def test_worked_examples(npu, bench, printed):
+    expected = spec_metrics(npu, bench)
+    # the independent recomputation reproduces what the spec table prints ...
+    assert (expected["cosine"], expected["max_abs"], expected["max_rel"]) == pytest.approx(
+        (printed[0], printed[2], printed[3]), rel=1e-12
+    )
+    assert expected["euc"] == pytest.approx(printed[1], rel=1e-12, abs=1e-15)
+    # ... and tcmp computes the same cells
+    m = tensor_metrics(npu, bench)
+    got = (m.cosine, m.euc_dist, m.max_abs_err, m.max_relative_err, m.one_thousandth, m.five_thousandths)
+    want = tuple(expected[k] for k in ("cosine", "euc", "max_abs", "max_rel", "one", "five"))
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-15)
+    assert got == pytest.approx(printed, rel=1e-9, abs=1e-12)
+
+
+def test_fp16_vs_fp32_is_compared_with_a_message():
+    m = tensor_metrics(np.float16([0.1, 0.2, 0.3]), np.float32([0.1, 0.2, 0.3]))
+    assert m.cosine == 1.0 and m.max_abs_err == pytest.approx(4.8831105e-05, rel=1e-6)
+    assert m.max_relative_err == pytest.approx(0.000244155526, rel=1e-8)
+    assert any("Dtype of NPU" in msg for msg in m.messages)
+
+
+def test_int_vs_float_is_compared_not_unmatched():
+    m = tensor_metrics(np.int32([1, 2, 3]), np.float32([1, 2, 3]))
+    assert m.cosine == 1.0 and m.max_abs_err == 0.0 and any("Dtype" in x for x in m.messages)
+
+
+def test_matched_nan_and_inf_are_zeroed_on_both_sides():
+    m = tensor_metrics(np.float32([1, np.nan, 3]), np.float32([1, np.nan, 3.003]))
+    assert m.cosine == 1.0 and m.max_relative_err == pytest.approx(0.000999007956, rel=1e-9)
+    assert m.euc_dist == pytest.approx(0.003000020980834961, rel=1e-12)
+    m = tensor_metrics(np.float32([1, np.inf, -np.inf]), np.float32([1.1, np.inf, -np.inf]))
+    assert m.max_relative_err == pytest.approx(0.09090910852, rel=1e-9) and m.one_thousandth == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("npu", "bench"),
+    [([1, np.nan, 3], [1, 2, 3]), ([1, np.inf, 3], [1, np.nan, 3]), ([1, np.inf], [1, -np.inf]), ([np.nan], [1.0])],
+)
+def test_nan_inf_at_different_positions(npu, bench):
+    m = tensor_metrics(np.float32(npu), np.float32(bench))
+    assert m.nan_inf_mismatch and all(c is NA for c in m.cells)
+    assert "position of inf or nan" in m.messages[-1]
+    assert judge_tensor(m, Thresholds()).result is Result.FAIL
+
+
+@pytest.mark.parametrize(("npu", "bench"), [(np.zeros(2), np.zeros(3)), (np.zeros((2, 3)), np.zeros((3, 2)))])
+def test_shape_unmatched_keeps_the_row_with_na_cells(npu, bench):
+    m = tensor_metrics(npu, bench)
+    assert m.shape_mismatch and all(c is NA for c in m.cells) and "Shape" in m.messages[0]
+    assert judge_tensor(m, Thresholds()).result is Result.FAIL
+
+
+def test_size_one_dims_are_ignored_in_the_shape_check():
+    m = tensor_metrics(np.ones((1, 4, 1)), np.ones(4))
+    assert not m.shape_mismatch and m.cosine == 1.0
+
+
+def test_empty_both_sides_passes_with_a_message():
+    m = tensor_metrics(np.zeros((0, 3)), np.zeros((0, 3)))
+    assert all(c is NA for c in m.cells) and "empty" in m.messages[0]
+    assert judge_tensor(m, Thresholds()).result is Result.PASS
+
+
+def test_all_zero_sides():
+    both = tensor_metrics(np.zeros(4), np.zeros(4))
+    assert (both.cosine, both.max_abs_err, both.one_thousandth) == (1.0, 0.0, 1.0)
+    assert judge_tensor(both, Thresholds()).accuracy_reached
+    npu_zero = tensor_metrics(np.zeros(2, np.float32), np.ones(2, np.float32))
+    assert math.isnan(npu_zero.cosine) and npu_zero.euc_dist == pytest.approx(math.sqrt(2))
+    assert "Zero in npu" in npu_zero.messages[0]
+    bench_zero = tensor_metrics(np.ones(2, np.float32), np.zeros(2, np.float32))
+    assert bench_zero.max_relative_err == pytest.approx(8388608.0) and "Zero in Bench" in bench_zero.messages[0]
+    # a NaN cosine counts as < 0.9: accuracy not reached
+    assert not judge_tensor(npu_zero, Thresholds()).accuracy_reached
+
+
+def test_single_element_is_judged_by_relative_error():
+    m = tensor_metrics(np.float32([2.0]), np.float32([2.5]))
+    assert m.cosine is NA and m.euc_dist is NA and m.max_abs_err == 0.5
+    assert m.max_relative_err == pytest.approx(0.20000000298, rel=1e-9)
+    assert judge_tensor(m, Thresholds()).result is Result.FAIL
+    same = tensor_metrics(np.float32(3.0), np.float32([3.0]))
+    assert judge_tensor(same, Thresholds()).result is Result.PASS
+
+
+def test_tensor_judgement_rules():
+    t = Thresholds()
+    ok = tensor_metrics(np.float32([1, 2.0005, 3, 4.01]), np.float32([1, 2, 3, 4]))  # cos 0.999999, rel 0.0025
+    assert judge_tensor(ok, t).result is Result.PASS and judge_tensor(ok, t).accuracy_reached
+    off = tensor_metrics(np.float64([1.05, 2.1, 3.15]), np.float64([1, 2, 3]))  # 5 % everywhere, cos 1
+    j = judge_tensor(off, t)
+    assert j.result is Result.FAIL and j.accuracy_reached  # suspicious: yellow
+    assert colour(j.result, j.accuracy_reached, False, False) is Colour.YELLOW
+    neg = tensor_metrics(np.float64([1, -2, 3]), np.float64([-1, 2, -3]))
+    j = judge_tensor(neg, t)
+    assert j.result is Result.FAIL and not j.accuracy_reached
+    assert colour(j.result, j.accuracy_reached, False, False) is Colour.RED
+
+
+def test_statistics_diffs_and_judgement():
+    bench = Summary(numel=4, min=-1.0, max=2.0, mean=0.5, l2norm=3.0)
+    npu = Summary(numel=4, min=-1.0, max=2.1, mean=0.5, l2norm=3.0)
+    m = statistics_metrics(npu, bench)
+    assert m.max.diff == pytest.approx(0.1) and m.max.relative == pytest.approx(0.05)
+    assert m.min == StatDiff(0.0, 0.0)
+    j = judge_statistics(m, bench.max, bench.min, bench.l2norm, Thresholds())
+    assert j.result is Result.FAIL and j.accuracy_reached  # 5 % off the max, norm unchanged
+    same = statistics_metrics(bench, bench)
+    assert judge_statistics(same, 2.0, -1.0, 3.0, Thresholds()).result is Result.PASS
+
+
+def test_statistics_small_bench_stat_is_judged_absolutely():
+    bench = Summary(numel=4, min=1e-9, max=100.0, mean=1.0, l2norm=150.0)
+    npu = Summary(numel=4, min=3e-9, max=100.0, mean=1.0, l2norm=150.0)  # min 200 % off, but 2e-9 of a 100 range
+    m = statistics_metrics(npu, bench)
+    assert m.min.relative == pytest.approx(2.0)
+    assert judge_statistics(m, 100.0, 1e-9, 150.0, Thresholds()).result is Result.PASS
+
+
+def test_statistics_zero_bench_and_nan_one_side():
+    m = statistics_metrics(Summary(2, 0.0, 5.0, 1.0, 5.0, 0, 0), Summary(2, 0.0, 0.0, 0.0, 0.0, 0, 0))
+    assert m.max.relative == math.inf
+    m = statistics_metrics(Summary(2, 0.0, 5.0, 1.0, 5.0, 1, 0), Summary(2, 0.0, 5.0, 1.0, 5.0, 0, 0))
+    assert m.nan_inf_one_side and "NPU tensor only" in m.messages[0]
+    j = judge_statistics(m, 5.0, 0.0, 5.0, Thresholds())
+    assert j.result is Result.FAIL and not j.accuracy_reached
+    assert colour(j.result, j.accuracy_reached, True, False) is Colour.RED
+
+
+def test_magnitude_rule():
+    assert magnitude_jump(20.0, [1.5, 0.2], 10.0)
+    assert not magnitude_jump(9.0, [0.5], 10.0)  # |in| < 1 counts as 1
+    assert not magnitude_jump(20.0, [NA], 10.0)
+    assert colour(Result.PASS, True, False, True) is Colour.YELLOW
+    assert colour(Result.PASS, True, False, False) is Colour.GREEN
