@@ -169,14 +169,15 @@ class _Binder:
         self.notes: list[str] = []
 
     def _pick_graph(self, candidates: list[GraphFile], files: Sequence[DumpFile]) -> Optional[Graph]:
-        graphs = []
+        graphs, broken = [], []
         for g in candidates:
             try:
                 graphs.append(self.cache.load(g.path))
             except DumpError as exc:
-                self.notes.append(f"graph file {g.path} unusable: {exc.message}")
-        if not graphs:
-            return None
+                broken.append(f"graph file {g.path} unusable: {exc.message}")
+        if not graphs and broken:
+            raise CompareError(broken[0])
+        self.notes.extend(broken)
         if len(graphs) > 1:
             graphs.sort(key=lambda g: _content_score(g, files), reverse=True)
             self.notes.append(
@@ -204,16 +205,24 @@ class _Binder:
         files = [f for f in files if f.rank == rank]
         if self.kind is GoldenKind.GE:
             files = _single_run(files, "golden", run)
+        elif run is not None:
+            picked = [f for f in files if f.run == run]
+            if not picked:
+                raise CompareError(f"--golden-run {run}: the golden holds {sorted({str(f.run) for f in files})}",
+                                   usage=True)  # fmt: skip
+            files = picked
         return _group(files, lambda f: f.model or "")
 
     def bind_fx(self, graph: Optional[Graph], groups: dict[str, list[DumpFile]], model: str) -> Optional[str]:
         if graph is None:
             return None
+        if graph.name in groups:  # FX directories named graph_{N} (torch_npu >= 2.9)
+            return graph.name
         keys = _fx_keys(graph)
         scores = []
         for label, files in groups.items():
             held = {f"{f.op_name}-{f.op_type}" for f in files}
-            scores.append((len(keys & held) / max(1, len(keys)), label))
+            scores.append((len(keys & held) / max(1, len(keys | held)), label))  # Jaccard: subsets score low
         scores.sort(reverse=True)
         complete = [label for score, label in scores if score >= FX_DUPLICATE_SCORE]
         if len(complete) > 1:

@@ -99,19 +99,17 @@ class TensorLoader:
         except (IndexError, OSError) as exc:
             raise Unavailable(f"unreadable: {exc}") from exc
 
-    def summary(self, ref: TensorRef, with_crc: bool) -> Loaded:
+    def data(self, ref: TensorRef) -> Loaded:
+        """The raw tensor when there is one, else the summary the tensor exists as."""
         if ref.stored is not None:
             s: TensorSummary = ref.stored
             return Loaded(None, s.summary, s.dtype, s.shape)
-        first = ref.files[0]
-        if first.kind is FileKind.FX_MIN_MAX_NPY:
+        if ref.files[0].kind is FileKind.FX_MIN_MAX_NPY:
             try:
-                return Loaded(None, read_fx_min_max_npy(first.path), None, None, ("appendix min/max file",))
+                return Loaded(None, read_fx_min_max_npy(ref.files[0].path), None, None, ("appendix min/max file",))
             except DumpError as exc:
                 raise Unavailable(f"unreadable: {describe(exc)}") from exc
-        loaded = self.raw(ref)
-        return Loaded(loaded.array, summarize(loaded.array, with_crc=with_crc), loaded.dtype, loaded.shape,
-                      loaded.notes)  # fmt: skip
+        return self.raw(ref)
 
 
 def _at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
@@ -126,6 +124,19 @@ def _at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
     rounded = bench.array.astype(npu.array.dtype)
     note = f"scalar argument compared at the NPU's precision ({npu.array.dtype})"
     return Loaded(rounded, None, str(rounded.dtype), bench.shape, (*bench.notes, note))
+
+
+def _shapes_differ(npu: Optional[tuple[int, ...]], bench: Optional[tuple[int, ...]]) -> bool:
+    if npu is None or bench is None:
+        return False
+    return tuple(d for d in npu if d != 1) != tuple(d for d in bench if d != 1)
+
+
+def _summarized(loaded: Loaded, mode: Mode) -> Loaded:
+    if loaded.summary is not None or loaded.array is None:
+        return loaded
+    summary = summarize(loaded.array, with_crc=mode is Mode.MD5)
+    return Loaded(loaded.array, summary, loaded.dtype, loaded.shape, loaded.notes)
 
 
 def _stats(loaded: Optional[Loaded]) -> TensorStats:
@@ -158,28 +169,31 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
     one_side = False
     try:
         if mode is Mode.TENSOR:
-            npu, bench = loader.raw(pair.npu), _at_npu_precision(loader.raw(pair.npu), loader.raw(pair.bench))
+            npu = loader.raw(pair.npu)
+            bench = _at_npu_precision(npu, loader.raw(pair.bench))
+        else:
+            npu = loader.data(pair.npu)
+            bench = _at_npu_precision(npu, loader.data(pair.bench))
+        npu, bench = _summarized(npu, mode), _summarized(bench, mode)
+        if mode is Mode.TENSOR:
             tensor = tensor_metrics(npu.array, bench.array)
-            npu = Loaded(npu.array, summarize(npu.array, with_crc=False), npu.dtype, npu.shape, npu.notes)
-            bench = Loaded(bench.array, summarize(bench.array, with_crc=False), bench.dtype, bench.shape, bench.notes)
             messages += tensor.messages
             judgement = judge_tensor(tensor, thresholds)
             one_side = tensor.nan_inf_mismatch and _nan_inf(npu.summary) != _nan_inf(bench.summary)
+        elif mode is Mode.STATISTICS:
+            statistics = statistics_metrics(npu.summary, bench.summary)
+            messages += statistics.messages
+            b = bench.summary
+            judgement = judge_statistics(statistics, b.max, b.min, b.l2norm, thresholds)
+            one_side = statistics.nan_inf_one_side
+            if _shapes_differ(npu.shape, bench.shape):
+                messages.append(f"Shape of NPU {list(npu.shape)} and bench {list(bench.shape)} tensor do not match.")
+                judgement = Judgement(Result.FAIL, False)
         else:
-            npu, bench = loader.summary(pair.npu, mode is Mode.MD5), loader.summary(pair.bench, mode is Mode.MD5)
-            if npu.summary is None or bench.summary is None:
-                raise Unavailable("no summary on one side")
-            if mode is Mode.STATISTICS:
-                statistics = statistics_metrics(npu.summary, bench.summary)
-                messages += statistics.messages
-                b = bench.summary
-                judgement = judge_statistics(statistics, b.max, b.min, b.l2norm, thresholds)
-                one_side = statistics.nan_inf_one_side
-            else:
-                n_crc, b_crc = crc_hex(npu.summary.crc32), crc_hex(bench.summary.crc32)
-                if n_crc is None or b_crc is None:
-                    messages.append("no CRC-32 on one side (summary-only source)")
-                judgement = judge_md5(n_crc, b_crc)
+            n_crc, b_crc = crc_hex(npu.summary.crc32), crc_hex(bench.summary.crc32)
+            if n_crc is None or b_crc is None:
+                messages.append("no CRC-32 on one side (summary-only source)")
+            judgement = judge_md5(n_crc, b_crc)
         for side, loaded in (("NPU", npu), ("bench", bench)):
             messages += [f"{side}: {note}" for note in loaded.notes]
     except Unavailable as exc:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -151,6 +151,8 @@ class FxMatcher:
 
     def match(self, e: GeExecution) -> None:
         resolved = _resolve(self.view, e)
+        if resolved is not None and not resolved.fused:
+            e = replace(e, op_name=resolved.members[0].name)  # the graph's name, also when the file's is sanitized
         if resolved is None:
             if SELF_CHECK_TYPES.search(e.op_type):
                 self.ctx.self_check(e, f"GE-inserted {e.op_type}, not in the graph")
@@ -270,6 +272,13 @@ class FxMatcher:
             self.ctx.pair(e, IO.INPUT, k, bench,
                           (f"producer {edge.producer} has no FX tensor: paired with {call.key} {where} by shape",),
                           stack)  # fmt: skip
+            return
+        if any(f.kind is FileKind.FX_MIN_MAX_NPY for _, _, f in call.inputs):
+            why = (
+                f"producer {edge.producer} has no FX tensor, and the inputs of {call.key} are min/max files "
+                "without shapes to tell them apart"
+            )
+            self.ctx.unmatched(e, IO.INPUT, k, why)
             return
         shape = list(meta.shape or ()) if meta else "?"
         self.ctx.unmatched(

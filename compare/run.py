@@ -16,6 +16,7 @@ from typing import Callable, Optional
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.layout import DumpFile, FileKind
+from tcmp.schemas.records import IO
 
 from .collect import Binding, CompareInputs, GoldenKind, collect
 from .evaluate import TensorLoader, evaluate
@@ -125,13 +126,13 @@ def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> str:
             return f"unreadable: {exc.message}"
         if header.dtype.kind not in "biufc":
             return "non-tensor FX argument (None, string or object): no GE tensor to compare with"
-        if header.shape == () and f.io is not None and f.io.value == "input":
+        if header.shape == () and f.io is IO.INPUT:
             return "scalar FX argument without a GE input to compare with"
-        if f.io is not None and f.io.value == "input":
-            return (
-                "FX input of a node: GE inputs are compared with their producers' FX outputs (the same tensor), "
-                "not with this copy"
-            )
+    if f.io is IO.INPUT:
+        return (
+            "FX input of a node: GE inputs are compared with their producers' FX outputs (the same tensor), "
+            "not with this copy"
+        )
     return "no target tensor pairs with this golden tensor (no dumped GE op names it)"
 
 

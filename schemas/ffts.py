@@ -125,7 +125,12 @@ def merge_ffts_slices(parts: Sequence[SliceFile]) -> MergedOp:
     notes: list[str] = []
     attr = parse_ffts_attr(base.dump)
     if len(ordered) == 1:
-        return MergedOp(name, base.inputs, base.outputs, ())
+        if attr is not None and attr.slice_count is not None and attr.slice_count > 1:
+            notes.append(
+                f"FFTS+ op has 1 slice file but slice_instance_num is {attr.slice_count}: the other slices are "
+                "missing; this slice only"
+            )
+        return MergedOp(name, base.inputs, base.outputs, tuple(notes))
     if attr is None:
         latest = max(ordered, key=lambda p: p.name.timestamp)
         notes.append("FFTS+ slicing attribute missing or unreadable: compared the latest slice only")

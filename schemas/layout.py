@@ -14,7 +14,7 @@ FX (spec §4.2), four eras:
 Tokens in the records are 0-based: the eras that count from 1 (no rank directory) are shifted. Graph text files
 (`dynamo_original_graph_*`) anywhere in a tree are listed with their parsed names. Nothing is dropped silently:
 files whose names look like dumps but do not parse, hashed names without a mapping row and symlinks that leave
-the tree are returned as `Unrecognized` with the reason. Symlinked directories are never followed.
+the tree are returned as `Unrecognized` with the reason. Symlinked directories are never entered (and reported).
 """
 
 from __future__ import annotations
@@ -297,9 +297,12 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
     for directory, entries in _walk(root):
         mapping: Optional[dict[str, str]] = None
         for entry in entries:
+            path = Path(entry.path)
+            if entry.is_symlink() and path.is_dir():  # whatever its name: the files below it are not listed
+                problems.append(Unrecognized(path, "symlinked directory; not entered"))
+                continue
             if classify_name(entry.name) is None:
                 continue
-            path = Path(entry.path)
             if entry.is_symlink() and not _inside(path, root):
                 problems.append(Unrecognized(path, "symlink pointing outside the dump tree; not followed"))
                 continue

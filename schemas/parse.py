@@ -125,7 +125,11 @@ def parse_file(path: Path, output_dir: Optional[Path] = None) -> ParsedFile:
             for tensor in reader.dump.tensors:
                 loaded = reader.load(tensor)
                 target = output_dir / f"{path.name}.{tensor.io.value}.{tensor.index}.npy"
-                np.save(target, loaded.array if loaded.raw else _storable(loaded.array, tensor.data_type))
+                array = loaded.array if loaded.raw else _storable(loaded.array, tensor.data_type)
+                try:
+                    np.save(target, array)
+                except OSError as exc:
+                    return ParsedFile(path, tuple(infos), f"cannot write {target}: {exc.strerror or exc}")
                 infos.append(_info(path, reader.dump, tensor, str(target), loaded.notes))
         return ParsedFile(path, tuple(infos))
     except DumpError as exc:

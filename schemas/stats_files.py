@@ -24,7 +24,8 @@ import numpy as np
 from .dtypes import DataType
 from .errors import DumpCorrupt, DumpIncomplete
 from .formats import Format
-from .records import IO, Summary
+from .fx_dump import npy_completeness
+from .records import IO, Completeness, Summary
 
 STATS_COLUMNS = (
     "Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value", "Avg Value",
@@ -46,16 +47,15 @@ class SummaryTensor:
     size: Optional[int] = None
 
 
-def _enum_code(text: str, enum_type, prefixes: tuple[str, ...]) -> Optional[int]:
+def _enum_code(text: str, enum_type, prefix: str) -> Optional[int]:
+    """A code written as a number or a name, with or without the prefix (`DT_FLOAT16`/`FLOAT16`, `FORMAT_ND`/`ND`)."""
     text = text.strip()
     if _INT.fullmatch(text):
         return int(text)
-    name = text.upper()
-    for prefix in ("", *prefixes):
-        member = enum_type.__members__.get(prefix + name)
-        if member is not None:
-            return int(member)
-    return None
+    members = {name.upper(): member for name, member in enum_type.__members__.items()}
+    bare = text.upper()[len(prefix) :] if text.upper().startswith(prefix) else text.upper()
+    member = members.get(bare, members.get(prefix + bare))
+    return int(member) if member is not None else None
 
 
 def _float(text: str) -> Optional[float]:
@@ -77,7 +77,7 @@ def read_stats_csv(path: Path) -> tuple[SummaryTensor, ...]:
     """Rows of a GE stats-mode CSV. Unknown extra columns are ignored; missing required ones are an error."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8-sig", errors="replace")  # -sig: a BOM is not part of the header
     except OSError as exc:
         raise DumpCorrupt(path, f"cannot read: {exc}") from exc
     if not text.endswith("\n"):
@@ -120,8 +120,8 @@ def read_stats_csv(path: Path) -> tuple[SummaryTensor, ...]:
                     nan_count=_int(cell(row, "Nan Count")),
                     inf_count=infs,
                 ),
-                dtype=_enum_code(cell(row, "Data Type"), DataType, ("DT_",)),
-                format=_enum_code(cell(row, "Format"), Format, ("FORMAT_",)),
+                dtype=_enum_code(cell(row, "Data Type"), DataType, "DT_"),
+                format=_enum_code(cell(row, "Format"), Format, "FORMAT_"),
                 shape=tuple(int(d) for d in _INT.findall(shape_text)) if shape_text.strip() else None,
                 size=_int(cell(row, "Data Size")),
             )
@@ -164,6 +164,11 @@ def read_fx_min_max_npy(path: Path) -> Summary:
     """The appendix script's `<FX file stem>_min_max.npy`: `[min, max]` in the source's dtype."""
     path = Path(path)
     try:
+        state = npy_completeness(path)
+        if state is Completeness.INCOMPLETE:
+            raise DumpIncomplete(path, "file is shorter than its .npy header promises: still being written")
+        if state is Completeness.CORRUPT:
+            raise DumpCorrupt(path, "not an .npy file, or longer than its header promises")
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise DumpCorrupt(path, f"unreadable min/max file: {exc}") from exc

@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tcmp import __version__
 
@@ -35,7 +36,7 @@ EXIT_FAILURES, EXIT_USAGE, EXIT_RUNTIME = 1, 2, 3
 
 
 def _fail(message: str, code: int = EXIT_RUNTIME) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # one line, taken literally
     return typer.Exit(code)
 
 
@@ -103,11 +104,11 @@ def parse(
             progress.advance(task)
             if result.error:
                 failed += 1
-                err.print(f"[red]{path}[/]: {result.error}", highlight=False)
+                err.print(f"[red]{escape(str(path))}[/]: {escape(result.error)}", highlight=False, soft_wrap=True)
                 continue
             for tensor in result.tensors:
                 if info:
-                    out.print(tensor.to_json())
+                    out.print(tensor.to_json(), markup=False, emoji=False)  # JSON verbatim: names may hold [..] or :x:
     if target is not None:
         err.print(f"{len(files) - failed} of {len(files)} files converted into {target}", highlight=False)
     if failed:

@@ -440,7 +440,8 @@ def write_scenario(root: Path, config: ScenarioConfig = ScenarioConfig()) -> Sce
             for token in range(config.tokens):
                 weights = np.random.default_rng([config.seed, rank, number])  # same weights every token
                 activations = np.random.default_rng([config.seed, rank, number, token])
-                graph, values = build_model_values(config.model, weights, activations, f"graph_{number}")
+                model = replace(config.model, layers=config.model.layers + model_index)  # graphs differ
+                graph, values = build_model_values(model, weights, activations, f"graph_{number}")
                 source = _ValueSource(config, graph, values, rank, token)
                 clock = _Clock(now=BASE_TIMESTAMP_US + (token * 10 + model_index) * 10_000_000)
                 target.write_token(rank, number, model_index, token, graph, source, clock)

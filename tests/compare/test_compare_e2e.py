@@ -1,0 +1,250 @@
+"""End to end: synthetic dump pairs with injected faults, compared; expectations come from the writer's manifest.
+
+For every layout the golden can come in: exactly the ops with an injected value fault FAIL (their output rows) and
+every other row PASSes; unreadable target files are listed as unmatched; the first divergence of each token is
+the first faulty op in execution order; every target op execution is either in the table or in the unmatched list.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+
+import pytest
+
+from tcmp.compare.records import CompareError, Role
+from tcmp.compare.run import CompareOptions, DataMode, run_compare
+from tcmp.compare.verdict import Result
+from tcmp.schemas.ge_names import sanitize
+from tcmp.schemas.synth.model import ModelConfig
+from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, FxEra, Scenario, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.summaries import to_appendix_min_max, to_stats_csv
+
+FAULTS = (
+    Fault("layers.1/MatMul_1", FaultKind.REL_ERROR, tokens=(1,)),
+    Fault("SoftmaxV2_0", FaultKind.NAN),
+    Fault("ConcatV2_big", FaultKind.SHAPE, tokens=(0,)),
+    Fault("layers.1/Add_1_1", FaultKind.INF, tokens=(0,)),
+    Fault("Gelu_0", FaultKind.TRUNCATE, tokens=(0,)),
+    Fault("layers.1/Cast_1", FaultKind.CORRUPT_HEADER, tokens=(1,)),
+)
+
+
+def check_against_manifest(scenario: Scenario, result) -> None:
+    ranks = {r.rank: r for r in result.ranks}
+    for rank_result in result.ranks:
+        rank = rank_result.rank if rank_result.rank is not None else 0
+        manifest = [op for op in scenario.target_ops if op.rank == rank]
+        value_faulty = {(op.token, op.op_name) for op in manifest if op.fault in VALUE_FAULTS}
+        unreadable = {(op.token, op.op_name) for op in manifest if op.fault and op.fault not in VALUE_FAULTS}
+        failing = defaultdict(set)
+        for row in rank_result.rows:
+            key = (row.pair.token, row.pair.op_name)
+            if row.result is Result.FAIL:
+                failing[key].add(row.pair.io.value)
+            else:
+                assert row.result is Result.PASS, (row.pair.api_name, row.messages)
+        assert set(failing) == value_faulty, set(failing) ^ value_faulty
+        assert all(ios == {"output"} for ios in failing.values()), failing  # inputs of a faulty op still pass
+        # unreadable files: never in the table, always in the unmatched list with the reason
+        in_rows = {(r.pair.token, r.pair.op_name, r.pair.execution) for r in rank_result.rows}
+        # an unreadable file's op is only known by its (sanitized) file name
+        target_unmatched = {(u.token, sanitize(u.op_name)) for u in rank_result.unmatched if u.role is Role.TARGET}
+        for token, name in unreadable:
+            assert (token, name) not in {(t, n) for t, n, _ in in_rows}
+            assert (token, sanitize(name)) in target_unmatched
+        # count check: every target op execution of the manifest is accounted for
+        for op in manifest:
+            key = (op.token, sanitize(op.op_name))
+            assert (op.token, op.op_name, op.execution) in in_rows or key in target_unmatched, op
+        assert rank_result.target_ops == len(manifest)
+        # first divergence: the first value-faulty op of the token, in execution order
+        for token in {op.token for op in manifest}:
+            faulty = [op.op_name for op in manifest if op.token == token and op.fault in VALUE_FAULTS]
+            found = [d for d in ranks[rank_result.rank].divergences if d.token == token]
+            if faulty:
+                assert found and found[0].op_name == faulty[0], (token, faulty, found)
+            else:
+                assert not found
+
+
+@pytest.fixture(scope="module")
+def fx_scenarios(tmp_path_factory) -> dict[FxEra, Scenario]:
+    scenarios = {}
+    for era in FxEra:
+        root = tmp_path_factory.mktemp(f"era_{era.value}")
+        config = ScenarioConfig(model=ModelConfig(layers=2), tokens=2, fx_era=era, faults=FAULTS,
+                                ge_rank_dirs=era is FxEra.RANKED, write_fusion_off=era is FxEra.RANKED)  # fmt: skip
+        scenarios[era] = write_scenario(root, config)
+    return scenarios
+
+
+@pytest.mark.parametrize("era", list(FxEra), ids=lambda e: e.value)
+def test_ge_vs_fx_every_layout_era(fx_scenarios, era):
+    scenario = fx_scenarios[era]
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    assert result.golden_kind.value == "fx" and result.mode.value == "tensor"
+    assert sorted({r.pair.token for rank in result.ranks for r in rank.rows}) == [0, 1]  # 0-based in every era
+    check_against_manifest(scenario, result)
+
+
+def test_ge_vs_fusion_off_ge(fx_scenarios):
+    scenario = fx_scenarios[FxEra.RANKED]
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge))
+    assert result.golden_kind.value == "ge"
+    check_against_manifest(scenario, result)
+
+
+def test_repeated_executions_pair_in_order(fx_scenarios):
+    scenario = fx_scenarios[FxEra.RANKED]
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    rows = [r for r in result.ranks[0].rows if r.pair.op_name == "Mul_rep_0" and r.pair.io.value == "output"]
+    # the two executions hold different values (x1, x2): paired the wrong way round they would fail
+    assert sorted(r.pair.execution for r in rows) == [0, 0, 1, 1]
+    assert all(r.result is Result.PASS for r in rows)
+
+
+def test_outputs_paired_by_their_fx_output_index(fx_scenarios):
+    scenario = fx_scenarios[FxEra.RANKED]
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    rows = {r.pair.api_name: r for r in result.ranks[0].rows if r.pair.token == 0}
+    # ArgMaxWithValue returns (indices, values); FX max.dim returns (values, indices)
+    assert "OUTPUT.1" in rows["ArgMaxWithValue_0.output.0"].pair.bench.label
+    assert "OUTPUT.0" in rows["ArgMaxWithValue_0.output.1"].pair.bench.label
+    # the reversed 12-way cat: GE input k is FX split output 11 - k, INPUT.10 and INPUT.2 not confused
+    for k in range(12):
+        assert f"OUTPUT.{11 - k}." in rows[f"ConcatV2_big.input.{k}"].pair.bench.label
+    # the GE-inserted TransData is checked against itself, not against FX
+    assert "self check" in " ".join(rows["TransData_0.output.0"].messages)
+
+
+@pytest.fixture(scope="module")
+def multi_rank(tmp_path_factory) -> Scenario:
+    faults = (Fault("MatMul_0", FaultKind.REL_ERROR, ranks=(1,)), Fault("SoftmaxV2_0", FaultKind.INF, ranks=(1,)))
+    config = ScenarioConfig(ranks=2, tokens=2, graphs=(2, 10), faults=faults)
+    return write_scenario(tmp_path_factory.mktemp("ranks"), config)
+
+
+def test_multi_rank_and_multi_graph(multi_rank):
+    result, inputs = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx))
+    assert [r.rank for r in result.ranks] == [0, 1]
+    assert {(b.rank, b.model) for b in inputs.bindings} == {(r, f"graph_{n}_0") for r in (0, 1) for n in (2, 10)}
+    # graph 2 is bound to graph 2's file and FX directory, graph 10 to graph 10's: never by position
+    for binding in inputs.bindings:
+        assert binding.graph.name == binding.model[: -len("_0")]
+    check_against_manifest(multi_rank, result)
+    assert all(r.result is Result.PASS for r in result.ranks[0].rows)
+    assert not result.ranks[0].divergences and result.ranks[1].divergences
+
+
+def test_rank_option(multi_rank):
+    result, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=1))
+    assert [r.rank for r in result.ranks] == [1]
+    with pytest.raises(CompareError, match="--rank 5"):
+        run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=5))
+
+
+def test_fused_names_hashed_and_truncated(tmp_path):
+    faults = (Fault("model/decoder/layers_3/self_attention/" + "x" * 80 + "/Square_3_ub_fusion", FaultKind.REL_ERROR),)
+    config = ScenarioConfig(model=ModelConfig(layers=4, long_names=(2, 3)), tokens=1, faults=faults)
+    scenario = write_scenario(tmp_path, config)
+    for golden in (scenario.golden_fx, scenario.golden_ge):
+        result, _ = run_compare(CompareOptions(scenario.target, golden))
+        check_against_manifest(scenario, result)
+        names = {r.pair.op_name for r in result.ranks[0].rows}
+        assert any(n.startswith("model/decoder/layers_2") and "Mul_1_2" in n for n in names)  # the hashed file
+
+
+def test_ffts_slices_and_capture_names(tmp_path):
+    config = ScenarioConfig(tokens=1, ffts_ops=("SoftmaxV2_0",), capture_names=True, faults=FAULTS[:2])
+    scenario = write_scenario(tmp_path, config)
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    check_against_manifest(scenario, result)
+    softmax = [r for r in result.ranks[0].rows if r.pair.op_name == "SoftmaxV2_0"]
+    assert softmax and "FFTS+" in softmax[0].pair.npu.label
+
+
+@pytest.mark.parametrize("mode", [DataMode.STATISTICS, DataMode.MD5])
+def test_statistics_and_md5_modes(fx_scenarios, mode):
+    scenario = fx_scenarios[FxEra.RANKED]
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge, mode=mode))
+    assert result.mode.value == mode.value
+    check_against_manifest(scenario, result)
+
+
+def test_summary_only_inputs_take_part_in_statistics_mode(tmp_path):
+    faults = (Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.2), Fault("layers.1/SoftmaxV2_1", FaultKind.NAN))
+    scenario = write_scenario(tmp_path, ScenarioConfig(tokens=2, faults=faults))
+    assert to_appendix_min_max(scenario.golden_fx) > 0 and to_stats_csv(scenario.target) > 0
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    assert result.mode.value == "statistics" and "summaries only" in result.mode_reason
+    rows = result.ranks[0].rows
+    failing = {(r.pair.token, r.pair.op_name) for r in rows if r.result is Result.FAIL}
+    assert failing == {(t, n) for t in (0, 1) for n in ("MatMul_0", "layers.1/SoftmaxV2_1")}
+    assert all(r.result is Result.PASS for r in rows if (r.pair.token, r.pair.op_name) not in failing)
+
+
+def test_propagated_fault_first_divergence(tmp_path):
+    config = ScenarioConfig(tokens=2, faults=(Fault("MatMul_0", FaultKind.REL_ERROR),), propagate_faults=True)
+    scenario = write_scenario(tmp_path, config)
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    rank = result.ranks[0]
+    assert sum(r.result is Result.FAIL for r in rank.rows) > 10  # everything downstream is off too
+    assert [(d.token, d.op_name) for d in rank.divergences] == [(0, "MatMul_0"), (1, "MatMul_0")]
+
+
+def test_two_runs_in_one_tree_are_refused(tmp_path):
+    scenario = write_scenario(tmp_path, ScenarioConfig(tokens=1))
+    rank_dir = next(scenario.target.glob("worldsize*"))
+    run = next(rank_dir.iterdir())
+    shutil.copytree(run, rank_dir / "20261129120000")
+    with pytest.raises(CompareError, match="2 runs") as info:
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    assert "--target-run" in str(info.value)
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx, target_run="20261129120000"))
+    assert result.ranks[0].rows and all(r.result is Result.PASS for r in result.ranks[0].rows)
+    gm = next(scenario.golden_fx.glob("worldsize*/gm_*"))
+    shutil.copytree(gm, gm.parent / "gm_20261129130000000000_dump")
+    with pytest.raises(CompareError, match="runs of graph"):
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx, target_run="20261129120000"))
+    result, _ = run_compare(
+        CompareOptions(scenario.target, scenario.golden_fx, target_run="20261129120000", golden_run=gm.name)
+    )
+    assert result.ranks[0].rows
+
+
+def _small(tmp_path) -> Scenario:
+    return write_scenario(tmp_path / "s", ScenarioConfig(tokens=1, model=ModelConfig(layers=1)))
+
+
+def test_malformed_inputs_give_one_clear_message(tmp_path):
+    scenario = _small(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [
+        (CompareOptions(scenario.target, scenario.target), "same dump"),
+        (CompareOptions(empty, scenario.golden_fx), "no GE dump files"),
+        (CompareOptions(scenario.target, empty), "no FX .npy files and no GE dump files"),
+        (CompareOptions(tmp_path / "missing", scenario.golden_fx), "does not exist"),
+        (CompareOptions(scenario.target, scenario.root), "contains the other"),
+    ]
+    for options, message in cases:
+        with pytest.raises(CompareError, match=message):
+            run_compare(options)
+    # mismatched ranks
+    for rank_dir in scenario.golden_fx.glob("worldsize*"):
+        rank_dir.rename(rank_dir.with_name("worldsize1_global_rank7"))
+    with pytest.raises(CompareError, match="no common rank"):
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+
+
+def test_missing_or_broken_graph_file(tmp_path):
+    scenario = _small(tmp_path)
+    for graph in scenario.target.glob("dynamo_original_graph_*"):
+        graph.write_text('op { name: "unterminated')
+    with pytest.raises(CompareError, match=r"graph file .* unusable"):
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    for graph in scenario.target.glob("dynamo_*"):
+        graph.unlink()
+    with pytest.raises(CompareError, match="no dynamo_original_graph"):
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
