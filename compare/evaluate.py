@@ -4,6 +4,7 @@ row judged. One `TensorLoader` per worker keeps the GE file of the op being comp
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -12,13 +13,13 @@ import numpy as np
 from tcmp.schemas.errors import DumpError, describe
 from tcmp.schemas.ffts import SliceFile, merge_ffts_slices
 from tcmp.schemas.fx_dump import FxValueKind, read_fx_value
-from tcmp.schemas.ge_dump import GeDumpReader, open_ge_dump
+from tcmp.schemas.ge_dump import GeDump, GeDumpReader, open_ge_dump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.layout import FileKind
 from tcmp.schemas.records import IO, Summary, TensorSummary
 from tcmp.schemas.stats_files import read_fx_min_max_npy
 
-from .metrics import Mode, crc_hex, statistics_metrics, tensor_metrics
+from .metrics import BasicStats, Mode, crc_hex, statistics_metrics, tensor_metrics
 from .records import Pair, Row, TensorRef, TensorStats
 from .summary import summarize
 from .verdict import Judgement, Result, Thresholds, judge_md5, judge_statistics, judge_tensor
@@ -40,13 +41,25 @@ class Loaded:
 class TensorLoader:
     """Reads tensors for rows; caches the last few GE files and their merged FFTS+ ops."""
 
-    def __init__(self, cache_size: int = 4) -> None:
+    def __init__(self, cache_size: int = 4, fx_cache_size: int = 32) -> None:
         self._readers: OrderedDict = OrderedDict()
         self._merged: OrderedDict = OrderedDict()
+        self._fx: OrderedDict = OrderedDict()  # an FX output is compared with its op's output and its consumers' inputs
         self.cache_size = cache_size
+        self.fx_cache_size = fx_cache_size
 
-    def _reader(self, path) -> GeDumpReader:
-        reader = self._readers.pop(path, None) or open_ge_dump(path)
+    def _fx_value(self, path):
+        value = self._fx.pop(path, None) or read_fx_value(path)
+        self._fx[path] = value
+        while len(self._fx) > self.fx_cache_size:
+            self._fx.popitem(last=False)
+        return value
+
+    def _reader(self, path, headers: Sequence[GeDump] = ()) -> GeDumpReader:
+        reader = self._readers.pop(path, None)
+        if reader is None:
+            header = next((h for h in headers if h.path == path), None)
+            reader = GeDumpReader(header) if header is not None else open_ge_dump(path)
         self._readers[path] = reader
         while len(self._readers) > self.cache_size:
             self._readers.popitem(last=False)[1].close()
@@ -78,7 +91,7 @@ class TensorLoader:
         first = ref.files[0]
         try:
             if first.kind is FileKind.FX_NPY:
-                value = read_fx_value(first.path)
+                value = self._fx_value(first.path)
                 if value.kind not in (FxValueKind.TENSOR, FxValueKind.SCALAR) or value.array is None:
                     raise Unavailable(f"non-tensor argument ({value.kind.value}: {value.text})")
                 return Loaded(value.array, None, str(value.array.dtype), tuple(value.array.shape))
@@ -88,7 +101,7 @@ class TensorLoader:
                 array = items[ref.index]
                 dtype = self._reader(first.path).dump.tensor(ref.io, ref.index).dtype_name
                 return Loaded(array, None, dtype, tuple(array.shape), merged.notes)
-            reader = self._reader(first.path)
+            reader = self._reader(first.path, ref.headers)
             tensor = reader.dump.tensor(ref.io, ref.index)
             loaded = reader.load(tensor)
             if loaded.raw:
@@ -124,6 +137,11 @@ def _at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
     rounded = bench.array.astype(npu.array.dtype)
     note = f"scalar argument compared at the NPU's precision ({npu.array.dtype})"
     return Loaded(rounded, None, str(rounded.dtype), bench.shape, (*bench.notes, note))
+
+
+def _with_stats(loaded: Loaded, stats: BasicStats) -> Loaded:
+    summary = Summary(loaded.array.size, stats.min, stats.max, stats.mean, stats.l2norm, 0, 0)
+    return Loaded(loaded.array, summary, loaded.dtype, loaded.shape, loaded.notes)
 
 
 def _shapes_differ(npu: Optional[tuple[int, ...]], bench: Optional[tuple[int, ...]]) -> bool:
@@ -174,9 +192,12 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
         else:
             npu = loader.data(pair.npu)
             bench = _at_npu_precision(npu, loader.data(pair.bench))
-        npu, bench = _summarized(npu, mode), _summarized(bench, mode)
         if mode is Mode.TENSOR:
             tensor = tensor_metrics(npu.array, bench.array)
+            if tensor.stats is not None:  # computed on the way: no second pass over the data
+                npu, bench = (_with_stats(x, s) for x, s in zip((npu, bench), tensor.stats))
+        npu, bench = _summarized(npu, mode), _summarized(bench, mode)
+        if mode is Mode.TENSOR:
             messages += tensor.messages
             judgement = judge_tensor(tensor, thresholds)
             one_side = tensor.nan_inf_mismatch and _nan_inf(npu.summary) != _nan_inf(bench.summary)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from tcmp.schemas.errors import DumpError, describe
 from tcmp.schemas.ffts import ffts_base_name
 from tcmp.schemas.fx_dump import FxFileName
-from tcmp.schemas.ge_dump import read_ge_dump
+from tcmp.schemas.ge_dump import GeDump, read_ge_dump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.layout import DumpFile, FileKind
 from tcmp.schemas.records import IO, TensorKind, TensorSummary
@@ -43,6 +43,7 @@ class GeExecution:
     order: int = 0  # position in the token's execution order
     execution: int = 0  # k-th execution of this op name in the token
     raw_deleted: bool = False
+    headers: tuple[GeDump, ...] = ()  # the headers read here, for loading the tensors later
 
     @property
     def file_op_name(self) -> str:
@@ -92,7 +93,7 @@ def _read_execution(files: Sequence[DumpFile]) -> GeExecution:
             op_name = ffts_base_name(dump.op_name) if len(files) > 1 else dump.op_name
             return GeExecution(
                 op_name or first.op_name, base.op_type, dump.dump_time or base.timestamp, tuple(files), inputs,
-                outputs, originals,
+                outputs, originals, headers=(dump,),
             )  # fmt: skip
         if first.kind is FileKind.GE_STATS_CSV:
             rows = read_stats_csv(first.path)
@@ -125,12 +126,7 @@ def ge_executions(files: Sequence[DumpFile]) -> tuple[GeExecution, ...]:
     counts: dict[str, int] = defaultdict(int)
     numbered = []
     for order, e in enumerate(executions):
-        numbered.append(
-            GeExecution(
-                e.op_name, e.op_type, e.timestamp, e.files, e.inputs, e.outputs, e.original_ops, e.error, order,
-                counts[e.op_name], e.raw_deleted,
-            )
-        )  # fmt: skip
+        numbered.append(replace(e, order=order, execution=counts[e.op_name]))
         counts[e.op_name] += 1
     return tuple(numbered)
 

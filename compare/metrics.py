@@ -74,6 +74,7 @@ class TensorMetrics:
     nan_inf_mismatch: bool = False  # NaN/inf at different positions (or on one side only)
     shape_mismatch: bool = False
     both_zero: bool = False  # both sides all zero (a NaN-free, trustworthy cosine of 1.0)
+    stats: Optional[tuple[BasicStats, BasicStats]] = None  # (NPU, bench) when computed on the way
 
     @property
     def cells(self) -> tuple[Cell, ...]:
@@ -98,12 +99,54 @@ def _numeric(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def _relative_type(n: np.dtype, b: np.dtype) -> np.dtype:
+    """msprobe's result type for relative errors: ints and bools count as float64, then at least float32."""
+    n = np.dtype(np.float64) if n.kind in "biu" else n
+    b = np.dtype(np.float64) if b.kind in "biu" else b
+    return np.result_type(n, b, np.float32)
+
+
 def _dtype_label(array: np.ndarray) -> str:
     return str(np.asarray(array).dtype)
 
 
+@dataclass(frozen=True)
+class BasicStats:
+    """max, min, mean, L2 norm of one side, computed on the way (the report's NPU/Bench stats columns)."""
+
+    max: float
+    min: float
+    mean: float
+    l2norm: float
+
+
+def _basic(values: np.ndarray, squares: float) -> BasicStats:
+    return BasicStats(float(values.max()), float(values.min()), float(values.sum()) / values.size, math.sqrt(squares))
+
+
+def _zero_matched_nan_inf(n: np.ndarray, b: np.ndarray, messages: list[str]):
+    """NaN/inf at identical positions are zeroed on both sides (msprobe); anywhere else the pair cannot be
+    compared. Returns the cleaned arrays, or None."""
+    n_bad, b_bad = ~np.isfinite(n), ~np.isfinite(b)
+    if not (n_bad.any() or b_bad.any()):
+        return n, b
+    same = (
+        np.array_equal(np.isnan(n), np.isnan(b))
+        and np.array_equal(np.isposinf(n), np.isposinf(b))
+        and np.array_equal(np.isneginf(n), np.isneginf(b))
+    )
+    if not same:
+        messages.append("The position of inf or nan in NPU and bench Tensor do not match.")
+        return None
+    return np.where(n_bad, 0, n), np.where(b_bad, 0, b)
+
+
 def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
-    """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio."""
+    """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio.
+
+    Written for speed as much as for msprobe's semantics (one float64 copy per side, BLAS dots, in-place
+    relative errors): the compare runs it on every pair of a dump.
+    """
     messages: list[str] = []
     try:
         n, b = _numeric(npu), _numeric(bench)
@@ -120,54 +163,56 @@ def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
             f"Dtype of NPU ({_dtype_label(npu)}) and bench ({_dtype_label(bench)}) tensor do not match; "
             "compared after casting."
         )
-    n = n.reshape(-1)
-    b = b.reshape(-1)
-    if n.dtype.kind == "f" or b.dtype.kind == "f":
-        n_bad, b_bad = ~np.isfinite(n), ~np.isfinite(b)
-        if n_bad.any() or b_bad.any():
-            same = (
-                np.array_equal(np.isnan(n), np.isnan(b))
-                and np.array_equal(np.isposinf(n), np.isposinf(b))
-                and np.array_equal(np.isneginf(n), np.isneginf(b))
-            )
-            if not same:
-                messages.append("The position of inf or nan in NPU and bench Tensor do not match.")
-                return _all_na(messages, nan_inf_mismatch=True)
-            n = np.where(n_bad, 0, n)  # identical positions: zeroed on both sides, as msprobe does
-            b = np.where(b_bad, 0, b)
-    # relative errors in msprobe's result type: float32 for 16/32-bit floats, float64 for ints/bools/float64
-    n_rel = n.astype(np.float64) if n.dtype.kind in "biu" else n
-    b_rel = b.astype(np.float64) if b.dtype.kind in "biu" else b
-    rt = np.result_type(n_rel, b_rel, np.float32)
-    n64, b64 = n.astype(np.float64), b.astype(np.float64)
+    n, b = n.reshape(-1), b.reshape(-1)
+    rt = _relative_type(n.dtype, b.dtype)
+    # one float64 copy per side (numpy widens float16 to float64 faster than to float32); the float32 copies the
+    # relative errors need are taken from it, exactly
+    n64, b64 = n.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        nn, bb = float(np.dot(n64, n64)), float(np.dot(b64, b64))
+    stats = None
+    if math.isfinite(nn) and math.isfinite(bb):
+        stats = (_basic(n64, nn), _basic(b64, bb))
+    else:  # NaN/inf somewhere (rare): the slow, exact path
+        cleaned = _zero_matched_nan_inf(n, b, messages)
+        if cleaned is None:
+            return _all_na(messages, nan_inf_mismatch=True)
+        n, b = cleaned
+        n64, b64 = n.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
+        nn, bb = float(np.dot(n64, n64)), float(np.dot(b64, b64))
     diff = n64 - b64
-    max_abs = fmt(float(np.max(np.abs(diff))))
-    rel = _relative_errors(n_rel.astype(rt), b_rel.astype(rt))
+    max_abs = fmt(max(float(diff.max()), -float(diff.min())))
+    rel = _relative_errors(n64.astype(rt, copy=False), b64.astype(rt, copy=False))
     max_rel = fmt(float(rel.max()))
     size = rel.size
     one = fmt(float(np.count_nonzero(rel < ONE_THOUSANDTH)) / size)
     five = fmt(float(np.count_nonzero(rel < FIVE_THOUSANDTHS)) / size)
     if n.size == 1:
         messages.append("Single element: Cosine, EucDist and the error ratios are not computed.")
-        return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, tuple(messages))
-    euc = float(np.sqrt(np.dot(diff, diff)))
-    cosine, both_zero = _cosine(n64, b64, messages)
-    return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages), both_zero=both_zero)
+        return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, tuple(messages), stats=stats)
+    euc = math.sqrt(float(np.dot(diff, diff)))
+    cosine, both_zero = _cosine(n64, b64, nn, bb, messages)
+    return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages), both_zero=both_zero, stats=stats)
 
 
 def _relative_errors(n: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """|N - B| / |B| with msprobe's ε substitution where B == 0 (ε of the result type, added to both sides)."""
-    eps = np.finfo(n.dtype).eps
-    zero = b == 0
-    if zero.any():
-        n = np.where(zero, n + eps, n)
-        b = np.where(zero, b + eps, b)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.abs((n - b) / b)
+    """|N - B| / |B| in the arrays' (common) type, with msprobe's ε substitution where B == 0: ε of that type
+    added to both sides."""
+    rt = n.dtype
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        rel = np.subtract(n, b)
+        np.divide(rel, b, out=rel)
+        np.abs(rel, out=rel)
+        zero = b == 0
+        if zero.any():
+            eps = np.finfo(rt).eps
+            shifted = n[zero] + eps
+            rel[zero] = np.abs((shifted - eps) / eps)
+    return rel
 
 
-def _cosine(n: np.ndarray, b: np.ndarray, messages: list[str]) -> tuple[Cell, bool]:
-    n_norm, b_norm = float(np.sqrt(np.dot(n, n))), float(np.sqrt(np.dot(b, b)))
+def _cosine(n: np.ndarray, b: np.ndarray, nn: float, bb: float, messages: list[str]) -> tuple[Cell, bool]:
+    n_norm, b_norm = math.sqrt(nn), math.sqrt(bb)
     if n_norm <= _EPS64 and b_norm <= _EPS64:
         return 1.0, True
     if n_norm <= _EPS64:

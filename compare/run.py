@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
+from tcmp.schemas.graph import Graph
 from tcmp.schemas.layout import DumpFile, FileKind
 from tcmp.schemas.records import IO
 
@@ -24,10 +25,8 @@ from .executions import fx_calls, ge_executions
 from .fusion import GraphView
 from .match import match_token
 from .metrics import NA, Mode
-from .records import Pair, Role, Row, Unmatched
+from .records import RAW_KINDS, Role, Row, Unmatched
 from .verdict import Result, Thresholds, colour, magnitude_jump
-
-CHUNK_PAIRS = 64  # pairs per work unit sent to a worker
 
 
 class DataMode(str, enum.Enum):
@@ -101,11 +100,28 @@ class CompareResult:
         return any(r.result is Result.FAIL for rank in self.ranks for r in rank.rows)
 
 
-@dataclass
-class _Plan:
-    pairs: list[Pair] = field(default_factory=list)
-    unmatched: list[Unmatched] = field(default_factory=list)
-    target_ops: dict[Optional[int], set] = field(default_factory=lambda: defaultdict(set))
+@dataclass(frozen=True)
+class _Unit:
+    """One token of one graph of one rank: planned and compared in one worker, so headers are read once and only
+    rows travel back."""
+
+    rank: Optional[int]
+    label: str
+    model: str
+    graph: Optional[Graph]
+    token: int
+    target_files: tuple[DumpFile, ...]
+    golden_files: Optional[tuple[DumpFile, ...]]  # None: this token is missing in the golden
+    kind: GoldenKind
+
+
+@dataclass(frozen=True)
+class _UnitResult:
+    rows: tuple[Row, ...]
+    unmatched: tuple[Unmatched, ...]
+    used_golden: frozenset[Path]
+    fused_into: tuple[tuple[str, str], ...]
+    target_ops: tuple[tuple, ...]
 
 
 def _by_token(files: Iterable[DumpFile]) -> dict[int, list[DumpFile]]:
@@ -136,93 +152,88 @@ def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> str:
     return "no target tensor pairs with this golden tensor (no dumped GE op names it)"
 
 
-def _plan_binding(binding: Binding, kind: GoldenKind, plan: _Plan) -> None:
-    view = GraphView(binding.graph) if binding.graph is not None else None
+def _units(binding: Binding, kind: GoldenKind) -> list[_Unit]:
     target_tokens, golden_tokens = _by_token(binding.target_files), _by_token(binding.golden_files)
-    used: set[Path] = set()
-    fused_into: dict[str, str] = {}
     label = binding.graph.name if binding.graph is not None else binding.model
-    for token in sorted(target_tokens):
-        executions = ge_executions(target_tokens[token])
-        plan.target_ops[binding.rank].update((label, token, e.order) for e in executions)
-        golden = golden_tokens.get(token)
-        if golden is None or (kind is GoldenKind.FX and view is None):
-            why = (f"token {token} missing in the golden dump" if golden is None
-                   else f"no graph file for model {binding.model}")  # fmt: skip
-            plan.unmatched += [
-                Unmatched(Role.TARGET, binding.rank, token, e.op_name, e.op_type, None, None, str(e.files[0].path), why)
-                for e in executions
-            ]  # fmt: skip
-            continue
-        if kind is GoldenKind.FX:
-            result = match_token(binding.rank, token, label, view, executions, golden_calls=fx_calls(golden))
-        else:
-            result = match_token(binding.rank, token, label, view, executions, golden_ge=ge_executions(golden))
-        plan.pairs += result.pairs
-        plan.unmatched += result.unmatched
-        used |= result.used_golden
-        fused_into.update(result.fused_into)
-    for f in binding.golden_files:
-        if f.path not in used:
-            plan.unmatched.append(
-                Unmatched(Role.GOLDEN, binding.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
-                          _golden_leftover_reason(f, fused_into) if f.token in target_tokens
-                          else f"token {f.token} missing in the target dump")
-            )  # fmt: skip
+    return [
+        _Unit(binding.rank, label, binding.model, binding.graph, token, tuple(files),
+              tuple(golden_tokens[token]) if token in golden_tokens else None, kind)
+        for token, files in sorted(target_tokens.items())
+    ]  # fmt: skip
 
 
-def _resolve_mode(mode: DataMode, pairs: Sequence[Pair]) -> tuple[Mode, str]:
+def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds) -> _UnitResult:
+    """Plan one token (headers, executions, pairs) and compare its pairs."""
+    view = GraphView(unit.graph) if unit.graph is not None else None
+    executions = ge_executions(unit.target_files)
+    ops = tuple((unit.label, unit.token, e.order) for e in executions)
+    if unit.golden_files is None or (unit.kind is GoldenKind.FX and view is None):
+        why = (f"token {unit.token} missing in the golden dump" if unit.golden_files is None
+               else f"no graph file for model {unit.model}")  # fmt: skip
+        unmatched = tuple(
+            Unmatched(Role.TARGET, unit.rank, unit.token, e.op_name, e.op_type, None, None, str(e.files[0].path), why)
+            for e in executions
+        )  # fmt: skip
+        return _UnitResult((), unmatched, frozenset(), (), ops)
+    if unit.kind is GoldenKind.FX:
+        result = match_token(
+            unit.rank, unit.token, unit.label, view, executions, golden_calls=fx_calls(unit.golden_files)
+        )
+    else:
+        golden = ge_executions(unit.golden_files)
+        result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden)
+    loader = TensorLoader()
+    rows = tuple(_without_headers(evaluate(p, mode, thresholds, loader)) for p in result.pairs)
+    return _UnitResult(rows, tuple(result.unmatched), frozenset(result.used_golden),
+                       tuple(result.fused_into.items()), ops)  # fmt: skip
+
+
+def _without_headers(row: Row) -> Row:
+    """Headers served the loading; the row that travels back to the main process does not need them."""
+    pair = row.pair
+    if not (pair.npu.headers or pair.bench.headers):
+        return row
+    pair = replace(pair, npu=replace(pair.npu, headers=()), bench=replace(pair.bench, headers=()))
+    return replace(row, pair=pair)
+
+
+def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
+    """`auto` is decided from the files: tensor mode when every compared file holds raw tensors."""
     if mode is not DataMode.AUTO:
         return Mode(mode.value), f"--data-mode {mode.value}"
-    summary_only = sum(1 for p in pairs if not (p.npu.has_raw and p.bench.has_raw))
+    files = [f for b in inputs.bindings for f in (*b.target_files, *b.golden_files)]
+    summary_only = sum(1 for f in files if f.kind not in RAW_KINDS)
     if summary_only == 0:
-        return Mode.TENSOR, "auto: every pair has raw tensors on both sides"
-    return Mode.STATISTICS, f"auto: {summary_only} of {len(pairs)} pairs have summaries only (index, stats CSV or " \
-                            "min/max files)"  # fmt: skip
+        return Mode.TENSOR, "auto: every compared file holds raw tensors"
+    return Mode.STATISTICS, (
+        f"auto: {summary_only} of {len(files)} files hold summaries only (stats CSV, min/max files or the tcmp index)"
+    )
 
 
-def _evaluate_chunk(pairs: Sequence[Pair], mode: Mode, thresholds: Thresholds) -> list[Row]:
-    loader = TensorLoader()
-    return [evaluate(p, mode, thresholds, loader) for p in pairs]
-
-
-def _chunks(pairs: Sequence[Pair]) -> list[list[Pair]]:
-    """Work units that keep an op's rows together (its GE file is then opened once)."""
-    chunks, current = [], []
-    for i, pair in enumerate(pairs):
-        current.append(pair)
-        nxt = pairs[i + 1] if i + 1 < len(pairs) else None
-        same_op = nxt is not None and (nxt.rank, nxt.token, nxt.graph, nxt.order) == (
-            pair.rank, pair.token, pair.graph, pair.order)  # fmt: skip
-        if len(current) >= CHUNK_PAIRS and not same_op:
-            chunks.append(current)
-            current = []
-    if current:
-        chunks.append(current)
-    return chunks
-
-
-def _evaluate_all(pairs, mode, options: CompareOptions, progress) -> list[Row]:
-    chunks = _chunks(pairs)
-    rows: list[Row] = []
+def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions, progress) -> list[_UnitResult]:
     jobs = max(1, options.jobs)
-    if jobs == 1 or len(chunks) < 2:
-        for chunk in chunks:
-            rows += _evaluate_chunk(chunk, mode, options.thresholds)
+    results: list[_UnitResult] = []
+    if jobs == 1 or len(units) < 2:
+        for unit in units:
+            results.append(_compare_unit(unit, mode, options.thresholds))
             if progress:
-                progress(len(rows), len(pairs))
-        return rows
+                progress(len(results), len(units))
+        return results
     import multiprocessing
 
-    context = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
-                                          else "spawn")  # fmt: skip
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(_evaluate_chunk, chunk, mode, options.thresholds) for chunk in chunks]
-        for future in futures:  # in submission order: rows stay in execution order
-            rows += future.result()
+    # One BLAS thread per worker: the workers are the parallelism, and BLAS threads spinning against each other
+    # on busy cores made a 32K-element dot 10x slower (measured).
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=context) as pool:
+        futures = [pool.submit(_compare_unit, unit, mode, options.thresholds) for unit in units]
+        for future in futures:  # in submission order: rows stay in token and execution order
+            results.append(future.result())
             if progress:
-                progress(len(rows), len(pairs))
-    return rows
+                progress(len(results), len(units))
+    return results
 
 
 def _op_key(row: Row) -> tuple:
@@ -293,18 +304,22 @@ def run_compare(
         golden_run=options.golden_run, fx_token_base=options.fx_token_base,
         graph_workers=max(1, options.jobs or os.cpu_count() or 1),
     )  # fmt: skip
-    plan = _Plan()
-    plan.unmatched += inputs.unmatched
+    mode, reason = _resolve_mode(options.mode, inputs)
+    units = [unit for binding in inputs.bindings for unit in _units(binding, inputs.golden_kind)]
+    results = _run_units(units, mode, options, progress)
+    rows = _with_colours([row for r in results for row in r.rows], options.thresholds)
+    unmatched = list(inputs.unmatched) + [u for r in results for u in r.unmatched]
     for binding in inputs.bindings:
-        _plan_binding(binding, inputs.golden_kind, plan)
-    mode, reason = _resolve_mode(options.mode, plan.pairs)
-    rows = _with_colours(_evaluate_all(plan.pairs, mode, options, progress), options.thresholds)
+        unmatched += _golden_leftovers(binding, [r for u, r in zip(units, results) if _same(u, binding)])
+    target_ops: dict[Optional[int], set] = defaultdict(set)
+    for unit, result in zip(units, results):
+        target_ops[unit.rank].update(result.target_ops)
     ranks = []
     for rank in inputs.ranks:
         rank_rows = [r for r in rows if r.pair.rank == rank]
-        rank_unmatched = [u for u in plan.unmatched if u.rank == rank or (u.rank is None and len(inputs.ranks) == 1)]
+        rank_unmatched = [u for u in unmatched if u.rank == rank or (u.rank is None and len(inputs.ranks) == 1)]
         in_rows = {(r.pair.graph, r.pair.token, r.pair.order) for r in rank_rows}
-        total = plan.target_ops.get(rank, set())
+        total = target_ops.get(rank, set())
         worst = sorted((r for r in rank_rows if r.result is Result.FAIL), key=_severity, reverse=True)[:10]
         ranks.append(
             RankResult(
@@ -320,3 +335,20 @@ def run_compare(
         )
     result = CompareResult(options, inputs.golden_kind, mode, reason, tuple(ranks), inputs.notes)
     return result, inputs
+
+
+def _same(unit: _Unit, binding: Binding) -> bool:
+    return unit.rank == binding.rank and unit.model == binding.model
+
+
+def _golden_leftovers(binding: Binding, results: Sequence[_UnitResult]) -> list[Unmatched]:
+    used = set().union(*(r.used_golden for r in results)) if results else set()
+    fused_into = {k: v for r in results for k, v in r.fused_into}
+    target_tokens = {f.token for f in binding.target_files}
+    return [
+        Unmatched(Role.GOLDEN, binding.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
+                  _golden_leftover_reason(f, fused_into) if f.token in target_tokens
+                  else f"token {f.token} missing in the target dump")
+        for f in binding.golden_files
+        if f.path not in used
+    ]  # fmt: skip

@@ -12,6 +12,7 @@ behaviour). Principles:
   logical tensor is written once into a fresh C-contiguous array. The logical C axis is split over two
   device axes (C1, C0) that cannot be merged in a view, so the write goes block-wise (at most three numpy
   assignments, or a few per group for grouped FRACTAL_Z) instead of through an intermediate padded copy.
+  When C0 is the last axis (FRACTAL_NZ), big whole-block copies run tile by tile on two threads (`_copy_runs`).
 """
 
 from __future__ import annotations
@@ -285,7 +286,8 @@ def _copy_split_axis(dst: np.ndarray, src: np.ndarray, axis: int, start: int, c0
 # packs): element-wise, numpy moves them at ~0.6 GB/s (a 16-element inner loop, and every run of one output
 # row sits in another 4-KiB page of the source). Viewing each run as one opaque element, copying in tiles of
 # 256 destination rows x 8 runs (source reads 8 streams, destination writes stay in L2), and splitting big
-# copies over two threads (numpy releases the GIL for plain copies) measured ~3.5 GB/s (bench/bench_decode.py).
+# copies over two threads (numpy releases the GIL for plain copies) measured 3.3-3.8 GB/s for 64 MiB with two
+# idle cores, 2.0-2.5 GB/s with one (bench/bench_decode.py).
 _TILE_ROWS, _TILE_RUNS = 256, 8
 _TILED_MIN_BYTES = 1 << 20  # below this one assignment is as fast as tiles
 _PARALLEL_MIN_BYTES = 8 << 20  # below this a thread costs more than it saves

@@ -548,7 +548,7 @@ def read_fx_value(path: PathLike) -> FxValue:
             _raise_unless_complete(scan.completeness, path)
             return _describe_object_array(scan)
         _raise_unless_complete(_payload_completeness(fp, header, size), path)
-    return _read_plain_array(path, header)
+        return _read_plain_array(fp, path, header)
 
 
 def _raise_unless_complete(state: Completeness, path: Path) -> None:
@@ -558,10 +558,19 @@ def _raise_unless_complete(state: Completeness, path: Path) -> None:
         raise DumpCorrupt(path, "file size does not match its .npy header")
 
 
-def _read_plain_array(path: Path, header: NpyHeader) -> FxValue:
-    # mmap keeps big tensors lazy; an empty payload cannot be mapped on every numpy, and needs no laziness.
-    mmap_mode = "r" if header.data_nbytes else None
-    array = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+_MMAP_THRESHOLD = 1 << 20  # smaller payloads are read in one go: mapping costs more than it saves
+
+
+def _read_plain_array(fp, path: Path, header: NpyHeader) -> FxValue:
+    """The payload as an array, from the header already parsed (np.load would parse it again). Big payloads
+    are memory-mapped (lazy); small ones read with one call."""
+    order = "F" if header.fortran_order else "C"
+    count = math.prod(header.shape)
+    if header.data_nbytes and header.data_nbytes >= _MMAP_THRESHOLD:
+        array = np.memmap(path, header.dtype, mode="r", offset=header.data_offset, shape=header.shape, order=order)
+    else:
+        fp.seek(header.data_offset)
+        array = np.fromfile(fp, dtype=header.dtype, count=count).reshape(header.shape, order=order)
     kind = header.dtype.kind
     if kind in ("U", "S"):
         return FxValue(FxValueKind.STRING, array, _string_text(array))

@@ -20,6 +20,7 @@ the tree are returned as `Unrecognized` with the reason. Symlinked directories a
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -135,6 +136,7 @@ class _PathFacts:
     parts: tuple[str, ...]  # directory names from the filesystem root down to the file's directory
 
 
+@functools.lru_cache(maxsize=4096)  # called per file with its directory's parts
 def _rank_of(parts: tuple[str, ...]) -> Optional[int]:
     for part in reversed(parts):
         match = _RANK_DIR.match(part)
@@ -265,7 +267,7 @@ def locate(
 
     `mapping` is its directory's mapping.csv (read here when a hashed name needs it and none is given).
     """
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)  # Path(a_path) re-parses the whole path
     kind = classify_name(path.name)
     if kind is None:
         return None
@@ -297,7 +299,7 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
     for directory, entries in _walk(root):
         mapping: Optional[dict[str, str]] = None
         for entry in entries:
-            path = Path(entry.path)
+            path = directory / entry.name  # cheaper than parsing entry.path again
             if entry.is_symlink() and path.is_dir():  # whatever its name: the files below it are not listed
                 problems.append(Unrecognized(path, "symlinked directory; not entered"))
                 continue

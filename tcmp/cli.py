@@ -20,6 +20,10 @@ from rich.markup import escape
 
 from tcmp import __version__
 
+# tcmp parallelizes with processes; BLAS threads on top only spin against them (set before numpy loads)
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
 app = typer.Typer(
     name="tcmp",
     help="torchair accuracy compare: read GE/FX dumps without CANN, summarize them while they are written, "
@@ -213,6 +217,89 @@ def demo(
     demo_result = run_demo(root, jobs=jobs)
     out.print(f"injected faults: {', '.join(demo_result.faults)}")
     print_summary(out, demo_result.result, demo_result.reports)
+
+
+@app.command()
+def watch(
+    directories: Annotated[
+        list[Path], typer.Argument(help="Dump roots to watch.", exists=True, file_okay=False, resolve_path=True)
+    ],
+    db: Annotated[
+        Optional[Path], typer.Option("--db", help="One index for all roots (default: DIR/.tcmp/index.sqlite each).")
+    ] = None,
+    drop_raw: Annotated[
+        bool, typer.Option("--drop-raw", help="Delete raw dump files once their summary is committed.")
+    ] = False,
+    raw_budget: Annotated[
+        Optional[str], typer.Option("--raw-budget", help="With --drop-raw: keep raw files up to SIZE per root (50G).")
+    ] = None,
+    keep_raw_ops: Annotated[
+        Optional[list[str]],
+        typer.Option("--keep-raw-ops", help="With --drop-raw: never delete raw files of ops matching this glob."),
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", min=0, help="Summarizing processes.")] = os.cpu_count() or 1,
+    once: Annotated[bool, typer.Option("--once", help="Scan, summarize what is complete, exit.")] = False,
+    incomplete_timeout: Annotated[
+        float, typer.Option("--incomplete-timeout", min=0.0, help="Seconds an unchanged incomplete file is waited for.")
+    ] = 300.0,
+    reconcile_interval: Annotated[
+        float, typer.Option("--reconcile-interval", min=0.1, help="Seconds between reconcile scans.")
+    ] = 60.0,
+    stall_limit: Annotated[float, typer.Option("--stall-limit", min=0.1, hidden=True)] = 300.0,
+) -> None:
+    """Summarize every finished dump file into the index as it appears (a daemon; `--once` for one pass)."""
+    from tcmp.daemon.retention import RetentionPolicy, parse_size
+    from tcmp.daemon.service import WatchConfig, run_watch
+
+    if (raw_budget is not None or keep_raw_ops) and not drop_raw:
+        raise _fail("--raw-budget and --keep-raw-ops refine --drop-raw; give --drop-raw too", EXIT_USAGE)
+    try:
+        budget = parse_size(raw_budget) if raw_budget is not None else 0
+    except ValueError as exc:
+        raise _fail(str(exc), EXIT_USAGE) from None
+    if db is not None and not db.resolve().parent.is_dir():
+        raise _fail(f"--db {db}: directory {db.resolve().parent} does not exist", EXIT_USAGE)
+    verbose = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
+    logging.getLogger("tcmp.daemon").setLevel(logging.DEBUG if verbose else logging.INFO)
+    policy = RetentionPolicy(drop_raw, budget, tuple(keep_raw_ops or ()))
+    config = WatchConfig(
+        roots=tuple(directories),
+        db=db,
+        retention=policy,
+        workers=workers,
+        once=once,
+        incomplete_timeout=incomplete_timeout,
+        reconcile_interval=reconcile_interval,
+        stall_limit=stall_limit,
+    )
+    report = run_watch(config)
+    if once:
+        err.print(
+            f"{report.summarized} files summarized, {report.failed + report.given_up} failed, "
+            f"{report.incomplete} incomplete, {report.deleted_files} raw files deleted",
+            highlight=False,
+        )
+    raise typer.Exit(report.exit_code if once else 0)
+
+
+@app.command()
+def status(
+    directory: Annotated[
+        Optional[Path], typer.Argument(help="A watched root (or a directory inside one); default: the cwd.")
+    ] = None,
+    db: Annotated[Optional[Path], typer.Option("--db", help="The index file to report on.")] = None,
+) -> None:
+    """Files indexed, pending and failed, bytes read and freed, rate, and whether the daemon runs."""
+    from tcmp.daemon.status import locate_index, read_status, status_lines
+    from tcmp.schemas.index import IndexError_
+
+    try:
+        lines = status_lines(read_status(locate_index(directory, db)))
+    except IndexError_ as exc:
+        raise _fail(str(exc)) from None
+    width = max(len(line.label) for line in lines)
+    for line in lines:
+        out.print(f"{line.label:<{width}}  {line.value}")
 
 
 def main() -> None:

@@ -340,8 +340,8 @@ class _GeWriter:
 
     def _file_name(self, directory: Path, op: _DumpOp, ts: int, task: int, execution: int) -> str:
         stream = 2
-        if self.config.capture_names:
-            name = f"{op.type}.{op.name}.{execution}.{task}.{stream}.{ts}"  # adump does not sanitize
+        if self.config.capture_names:  # adump keeps dots in names; a path separator cannot be in a file name
+            name = f"{op.type}.{op.name.replace('/', '_')}.{execution}.{task}.{stream}.{ts}"
         else:
             name = f"{op.type}.{sanitize(op.name)}.{task}.{stream}.{ts}"
         if len(name.encode()) <= MAX_FILE_NAME:
@@ -356,11 +356,16 @@ class _GeWriter:
         threads = (0, 1)
 
         def cut(specs: Sequence[TensorSpec]):
-            pieces = [np.array_split(np.asarray(s.values), 2, axis=0) for s in specs]
+            # 0-d tensors (constants) cannot be cut: every thread gets the whole value
+            pieces = [np.array_split(np.asarray(s.values), 2, axis=0) if np.ndim(s.values) else
+                      [np.asarray(s.values)] * 2 for s in specs]  # fmt: skip
             bounds = []
             for thread in threads:
                 per_tensor = []
                 for parts in pieces:
+                    if not parts[thread].ndim:
+                        per_tensor.append([])
+                        continue
                     lower = sum(len(p) for p in parts[:thread])
                     axes = [{"lower": lower, "higher": lower + len(parts[thread])}]
                     per_tensor.append(axes + [{"lower": 0, "higher": d} for d in parts[thread].shape[1:]])

@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tcmp.compare.metrics import NA, StatDiff, statistics_metrics, tensor_metrics
 from tcmp.compare.verdict import Colour, Result, Thresholds, colour, judge_statistics, judge_tensor, magnitude_jump
@@ -205,3 +207,29 @@ def test_magnitude_rule():
     assert not magnitude_jump(20.0, [NA], 10.0)
     assert colour(Result.PASS, True, False, True) is Colour.YELLOW
     assert colour(Result.PASS, True, False, False) is Colour.GREEN
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    dtype=st.sampled_from([np.float16, np.float32, np.float64, np.int32]),
+    size=st.integers(min_value=2, max_value=300),
+    zeros=st.floats(min_value=0.0, max_value=0.5),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_property_fast_metrics_equal_the_spec_formulas(dtype, size, zeros, seed):
+    rng = np.random.default_rng(seed)
+    bench = rng.standard_normal(size) * 10
+    npu = bench * (1 + rng.uniform(-0.02, 0.02, size))
+    bench[rng.random(size) < zeros] = 0
+    npu[rng.random(size) < zeros / 2] = 0
+    npu, bench = npu.astype(dtype), bench.astype(dtype)
+    if not np.any(npu) or not np.any(bench):
+        return  # the all-zero cases are worked examples above
+    expected = spec_metrics(npu, bench)
+    m = tensor_metrics(npu, bench)
+    got = (m.cosine, m.euc_dist, m.max_abs_err, m.max_relative_err, m.one_thousandth, m.five_thousandths)
+    want = tuple(expected[k] for k in ("cosine", "euc", "max_abs", "max_rel", "one", "five"))
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    n_stats, b_stats = m.stats
+    assert (n_stats.max, n_stats.min) == (float(npu.max()), float(npu.min()))
+    assert b_stats.l2norm == pytest.approx(float(np.linalg.norm(bench.astype(np.float64))), rel=1e-12)

@@ -313,14 +313,30 @@ def test_invalid_opcode_inside_object_payload_is_corrupt(tmp_path: Path) -> None
 # values
 
 
-def test_tensor_is_memory_mapped_and_exact(tmp_path: Path) -> None:
+def test_small_tensor_is_read_in_one_go_and_exact(tmp_path: Path) -> None:
     array = np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4)
     path = tmp_path / f"mm-aten.mm.default.OUTPUT.0.{TS}.npy"
     np.save(path, array)
     value = read_fx_value(path)
     assert value.kind is FxValueKind.TENSOR and value.text is None
+    assert not isinstance(value.array, np.memmap)
+    np.testing.assert_array_equal(value.array, array)
+
+
+def test_big_tensor_is_memory_mapped_and_exact(tmp_path: Path) -> None:
+    array = np.random.default_rng(0).standard_normal((600, 500)).astype(np.float32)  # 1.2 MB
+    path = tmp_path / f"mm-aten.mm.default.OUTPUT.0.{TS}.npy"
+    np.save(path, array)
+    value = read_fx_value(path)
     assert isinstance(value.array, np.memmap)
     np.testing.assert_array_equal(np.asarray(value.array), array)
+
+
+def test_fortran_order_is_kept(tmp_path: Path) -> None:
+    array = np.asfortranarray(np.arange(12, dtype=np.int16).reshape(3, 4))
+    path = tmp_path / f"mm-aten.mm.default.OUTPUT.0.{TS}.npy"
+    np.save(path, array)
+    np.testing.assert_array_equal(read_fx_value(path).array, array)
 
 
 def test_empty_tensor(tmp_path: Path) -> None:

@@ -1,0 +1,172 @@
+"""Benchmark of `tcmp compare --mode torchair` (issue 3; not a test).
+
+A synthetic dump pair of about 2,000 GE ops x 2 tokens with ~32K-element activations (≈1.5 GB for both sides) is
+written once into a work directory; then, in the same run:
+
+- baseline: plainly reading every byte of both dumps (1 MiB chunks into a reused buffer), page cache warm;
+- `tcmp compare` in tensor mode (a subprocess, both cores), wall time as a ratio to the baseline (target ≤ 3x);
+- the same in statistics mode;
+- peak RSS of the compare (the sum over its process tree, sampled from /proc every 20 ms), against the target
+  2 x the largest tensor + 200 MB.
+
+    python bench/bench_compare.py [--work DIR] [--layers N] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tcmp.schemas.synth.model import ModelConfig
+from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+
+CHUNK = 1 << 20
+
+
+def read_all(roots) -> int:
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+    total = 0
+    for root in roots:
+        for directory, _, files in os.walk(root):
+            for name in files:
+                with open(os.path.join(directory, name), "rb", buffering=0) as handle:
+                    while True:
+                        n = handle.readinto(view)
+                        if not n:
+                            break
+                        total += n
+    return total
+
+
+def tree_rss(pid: int) -> int:
+    """RSS in bytes of a process and all its descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        stack.extend(children.get(current, ()))
+        try:
+            with open(f"/proc/{current}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return total
+
+
+def run_measured(command: list[str]) -> tuple[float, int, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, tree_rss(process.pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = process.communicate()
+    elapsed = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    return elapsed, peak, subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, help="work directory (default: a temporary one)")
+    parser.add_argument("--layers", type=int, default=160, help="model layers (~12.5 GE ops each)")
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="tcmp-bench-compare-"))
+    scenario_root = work / "dump"
+    try:
+        t0 = time.perf_counter()
+        if not (scenario_root / "target").exists():
+            config = ScenarioConfig(
+                model=ModelConfig(layers=args.layers, hidden=args.hidden, seq=args.seq),
+                tokens=2,
+                write_fusion_off=False,
+                faults=(Fault("layers.1/MatMul_1", FaultKind.REL_ERROR), Fault("SoftmaxV2_7", FaultKind.NAN)),
+            )
+            write_scenario(scenario_root, config)
+        target = scenario_root / "target" / "msprobe_ge_dump"
+        golden = scenario_root / "golden_fx" / "msprobe_fx_dump"
+        files = sum(len(f) for root in (target, golden) for _, _, f in os.walk(root))
+        ge_ops = sum(len(f) for _, _, f in os.walk(target)) - 2
+        print(f"dump: {files} files, ~{ge_ops} GE op executions; written in {time.perf_counter() - t0:.1f} s")
+        largest = max(p.stat().st_size for root in (target, golden) for p in root.rglob("*") if p.is_file())
+
+        read_all([target, golden])  # warm the page cache
+        reads = []
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            size = read_all([target, golden])
+            reads.append(time.perf_counter() - start)
+        baseline = statistics.median(reads)
+        print(f"plain read of both dumps: {size / 1e9:.2f} GB in {baseline:.3f} s ({size / baseline / 1e9:.2f} GB/s)")
+
+        tcmp = [sys.executable, "-m", "tcmp"]
+        results = {}
+        for mode in ("tensor", "statistics"):
+            times, peaks = [], []
+            for _ in range(args.repeat):
+                out = work / f"report_{mode}"
+                shutil.rmtree(out, ignore_errors=True)
+                elapsed, peak, done = run_measured(
+                    [*tcmp, "compare", "-m", "torchair", "-tp", str(target), "-gp", str(golden), "-o", str(out),
+                     "--data-mode", mode, "--jobs", str(os.cpu_count() or 2)]
+                )  # fmt: skip
+                if done.returncode != 0:
+                    print(done.stdout, done.stderr)
+                    return 1
+                times.append(elapsed)
+                peaks.append(peak)
+            results[mode] = (statistics.median(times), max(peaks))
+            print(done.stdout.splitlines()[1] if len(done.stdout.splitlines()) > 1 else done.stdout)
+
+        rss_target = 2 * largest + 200e6
+        print()
+        print(f"{'measure':<34}{'value':>12}{'ratio / target':>22}")
+        print(f"{'plain read (baseline)':<34}{baseline:>11.2f}s{'1.00x':>22}")
+        tensor_time, tensor_rss = results["tensor"]
+        stats_time, stats_rss = results["statistics"]
+        print(f"{'tensor-mode compare':<34}{tensor_time:>11.2f}s{tensor_time / baseline:>15.2f}x (<= 3x)")
+        print(f"{'statistics-mode compare':<34}{stats_time:>11.2f}s{stats_time / baseline:>15.2f}x")
+        print(f"{'peak RSS, tensor mode':<34}{tensor_rss / 1e6:>10.0f}MB{tensor_rss / rss_target:>15.2f} of "
+              f"{rss_target / 1e6:.0f} MB")  # fmt: skip
+        print(f"{'peak RSS, statistics mode':<34}{stats_rss / 1e6:>10.0f}MB{stats_rss / rss_target:>15.2f} of "
+              f"{rss_target / 1e6:.0f} MB")  # fmt: skip
+        print(f"largest tensor file: {largest / 1e6:.2f} MB")
+    finally:
+        if not args.keep and args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
