@@ -21,7 +21,8 @@ from typing import Optional
 
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_names import sanitize
-from tcmp.schemas.graph import Graph, GraphKind, read_graph
+from tcmp.schemas.graph import Graph, GraphKind
+from tcmp.schemas.graph_cache import load_graph
 from tcmp.schemas.layout import DumpFile, DumpTree, GraphFile, discover
 from tcmp.schemas.records import Side
 
@@ -70,7 +71,7 @@ class _GraphCache:
 
     def load(self, path: Path) -> Graph:
         if path not in self.graphs:
-            self.graphs[path] = read_graph(path, workers=self.workers)
+            self.graphs[path] = load_graph(path, workers=self.workers)
         return self.graphs[path]
 
 

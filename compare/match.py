@@ -67,8 +67,7 @@ class _Context:
 
     def ge_ref(self, e: GeExecution, io: IO, index: int) -> TensorRef:
         meta = e.tensor(io, index)
-        stored = meta.stored if meta else None
-        return TensorRef(e.files, io, index, stored=stored, raw_deleted=e.raw_deleted, headers=e.headers)
+        return TensorRef(e.files, io, index, stored=meta.stored if meta else None, raw_deleted=e.raw_deleted)
 
     def pair(self, e: GeExecution, io: IO, index: int, bench: TensorRef, notes=(), stack=None) -> None:
         self.result.pairs.append(
@@ -309,7 +308,7 @@ class GeMatcher:
         meta = g.tensor(io, index)
         if meta is None:
             return None
-        return TensorRef(g.files, io, index, stored=meta.stored, raw_deleted=g.raw_deleted, headers=g.headers)
+        return TensorRef(g.files, io, index, stored=meta.stored, raw_deleted=g.raw_deleted)
 
     def _positional(self, e: GeExecution, g: GeExecution, io: IO, index: int, target_index: int, notes) -> None:
         ref = self._golden_ref(g, io, index)

@@ -106,10 +106,6 @@ def _relative_type(n: np.dtype, b: np.dtype) -> np.dtype:
     return np.result_type(n, b, np.float32)
 
 
-def _dtype_label(array: np.ndarray) -> str:
-    return str(np.asarray(array).dtype)
-
-
 @dataclass(frozen=True)
 class BasicStats:
     """max, min, mean, L2 norm of one side, computed on the way (the report's NPU/Bench stats columns)."""
@@ -141,53 +137,73 @@ def _zero_matched_nan_inf(n: np.ndarray, b: np.ndarray, messages: list[str]):
     return np.where(n_bad, 0, n), np.where(b_bad, 0, b)
 
 
-def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
-    """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio.
+class Prepared:
+    """One side of a pair, ready to compare: its float64 copy, sum of squares and stats are computed once and
+    reused by every pair the tensor takes part in (an FX output is the bench of its op's output and of its
+    consumers' inputs)."""
 
-    Written for speed as much as for msprobe's semantics (one float64 copy per side, BLAS dots, in-place
-    relative errors): the compare runs it on every pair of a dump.
-    """
-    messages: list[str] = []
+    def __init__(self, array: np.ndarray) -> None:
+        self.original_dtype = np.asarray(array).dtype
+        self.values = _numeric(array)  # raises TypeError for complex
+        self.shape = self.values.shape
+        self.flat = self.values.reshape(-1)
+        # numpy widens float16 to float64 faster than to float32; float32 copies are taken from this, exactly
+        self.f64 = self.flat.astype(np.float64, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.squares = float(np.dot(self.f64, self.f64)) if self.f64.size else 0.0
+        self.finite = math.isfinite(self.squares)
+        self.stats = _basic(self.f64, self.squares) if self.finite and self.f64.size else None
+        self._as: dict[np.dtype, np.ndarray] = {}
+
+    def as_type(self, dtype: np.dtype) -> np.ndarray:
+        if dtype not in self._as:
+            self._as[dtype] = self.f64.astype(dtype, copy=False)
+        return self._as[dtype]
+
+
+def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
+    """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio."""
     try:
-        n, b = _numeric(npu), _numeric(bench)
+        n, b = Prepared(npu), Prepared(bench)
     except TypeError:
         return _all_na(["complex tensors are compared in statistics or md5 mode only."])
+    return compare_prepared(n, b)
+
+
+def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
+    """`tensor_metrics` on prepared sides (one float64 copy per tensor, BLAS dots, in-place relative errors:
+    the compare runs this on every pair of a dump)."""
+    messages: list[str] = []
     if _squeezed(n.shape) != _squeezed(b.shape):
         return _all_na(
             [f"Shape of NPU {list(n.shape)} and bench {list(b.shape)} tensor do not match."], shape_mismatch=True
         )
-    if n.size == 0:
+    if n.flat.size == 0:
         return TensorMetrics(NA, NA, NA, NA, NA, NA, ("This is empty data on both sides, nothing to compare.",))
-    if np.asarray(npu).dtype != np.asarray(bench).dtype:
+    if n.original_dtype != b.original_dtype:
         messages.append(
-            f"Dtype of NPU ({_dtype_label(npu)}) and bench ({_dtype_label(bench)}) tensor do not match; "
+            f"Dtype of NPU ({n.original_dtype}) and bench ({b.original_dtype}) tensor do not match; "
             "compared after casting."
         )
-    n, b = n.reshape(-1), b.reshape(-1)
-    rt = _relative_type(n.dtype, b.dtype)
-    # one float64 copy per side (numpy widens float16 to float64 faster than to float32); the float32 copies the
-    # relative errors need are taken from it, exactly
-    n64, b64 = n.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
-    with np.errstate(over="ignore", invalid="ignore"):
-        nn, bb = float(np.dot(n64, n64)), float(np.dot(b64, b64))
-    stats = None
-    if math.isfinite(nn) and math.isfinite(bb):
-        stats = (_basic(n64, nn), _basic(b64, bb))
-    else:  # NaN/inf somewhere (rare): the slow, exact path
-        cleaned = _zero_matched_nan_inf(n, b, messages)
+    rt = _relative_type(n.flat.dtype, b.flat.dtype)
+    n64, b64, nn, bb = n.f64, b.f64, n.squares, b.squares
+    n_rt, b_rt = n.as_type(rt), b.as_type(rt)
+    stats = (n.stats, b.stats) if n.finite and b.finite else None
+    if stats is None:  # NaN/inf somewhere (rare): the slow, exact path
+        cleaned = _zero_matched_nan_inf(n.flat, b.flat, messages)
         if cleaned is None:
             return _all_na(messages, nan_inf_mismatch=True)
-        n, b = cleaned
-        n64, b64 = n.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
+        n64, b64 = (c.astype(np.float64, copy=False) for c in cleaned)
         nn, bb = float(np.dot(n64, n64)), float(np.dot(b64, b64))
+        n_rt, b_rt = n64.astype(rt, copy=False), b64.astype(rt, copy=False)
     diff = n64 - b64
     max_abs = fmt(max(float(diff.max()), -float(diff.min())))
-    rel = _relative_errors(n64.astype(rt, copy=False), b64.astype(rt, copy=False))
+    rel = _relative_errors(n_rt, b_rt)
     max_rel = fmt(float(rel.max()))
     size = rel.size
     one = fmt(float(np.count_nonzero(rel < ONE_THOUSANDTH)) / size)
     five = fmt(float(np.count_nonzero(rel < FIVE_THOUSANDTHS)) / size)
-    if n.size == 1:
+    if size == 1:
         messages.append("Single element: Cosine, EucDist and the error ratios are not computed.")
         return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, tuple(messages), stats=stats)
     euc = math.sqrt(float(np.dot(diff, diff)))

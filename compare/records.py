@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from tcmp.schemas.layout import DumpFile, FileKind
@@ -44,8 +44,6 @@ class TensorRef:
     sub_index: Optional[int] = None
     stored: Optional[TensorSummary] = None
     raw_deleted: bool = False
-    # GE headers read while planning (tcmp.schemas.ge_dump.GeDump), so loading does not read them again
-    headers: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def has_raw(self) -> bool:

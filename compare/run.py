@@ -175,26 +175,18 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds) -> _UnitResul
             for e in executions
         )  # fmt: skip
         return _UnitResult((), unmatched, frozenset(), (), ops)
+    golden: tuple = ()
     if unit.kind is GoldenKind.FX:
-        result = match_token(
-            unit.rank, unit.token, unit.label, view, executions, golden_calls=fx_calls(unit.golden_files)
-        )
+        calls = fx_calls(unit.golden_files)
+        result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_calls=calls)
     else:
         golden = ge_executions(unit.golden_files)
         result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden)
-    loader = TensorLoader()
-    rows = tuple(_without_headers(evaluate(p, mode, thresholds, loader)) for p in result.pairs)
+    headers = {h.path: h for e in (*executions, *golden) for h in e.headers}
+    loader = TensorLoader(headers)
+    rows = tuple(evaluate(p, mode, thresholds, loader) for p in result.pairs)
     return _UnitResult(rows, tuple(result.unmatched), frozenset(result.used_golden),
                        tuple(result.fused_into.items()), ops)  # fmt: skip
-
-
-def _without_headers(row: Row) -> Row:
-    """Headers served the loading; the row that travels back to the main process does not need them."""
-    pair = row.pair
-    if not (pair.npu.headers or pair.bench.headers):
-        return row
-    pair = replace(pair, npu=replace(pair.npu, headers=()), bench=replace(pair.bench, headers=()))
-    return replace(row, pair=pair)
 
 
 def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:

@@ -10,6 +10,7 @@ placeholders instead of objects.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import os
 import pickletools
@@ -144,11 +145,15 @@ def _read_header(fp, size: int, path: Path) -> NpyHeader:
     data_offset = _MAGIC_LENGTH + length_size + header_length
     if size < data_offset:
         raise DumpIncomplete(path, f"file ends inside the .npy header ({size} of {data_offset} bytes)")
-    fp.seek(_MAGIC_LENGTH)
-    try:
-        shape, fortran_order, dtype = _read_array_header(fp, version)
-    except (ValueError, TypeError, SyntaxError) as exc:
-        raise DumpCorrupt(path, f"bad .npy header: {exc}") from exc
+    fast = _fast_header(fp.read(header_length)) if version != (3, 0) else None
+    if fast is not None:
+        shape, fortran_order, dtype = fast
+    else:
+        fp.seek(_MAGIC_LENGTH)
+        try:
+            shape, fortran_order, dtype = _read_array_header(fp, version)
+        except (ValueError, TypeError, SyntaxError) as exc:
+            raise DumpCorrupt(path, f"bad .npy header: {exc}") from exc
     if any(dim < 0 for dim in shape):
         raise DumpCorrupt(path, f"bad .npy header: negative dimension in shape {shape}")
     data_nbytes = None if dtype.hasobject else math.prod(shape) * dtype.itemsize
@@ -159,6 +164,31 @@ def _read_header(fp, size: int, path: Path) -> NpyHeader:
         data_offset=data_offset,
         data_nbytes=data_nbytes,
     )
+
+
+# The header np.save writes for a plain dtype, exactly; anything else goes to numpy's own (slower) parser.
+_SIMPLE_HEADER = re.compile(
+    rb"\{'descr': '([<>|=][a-zA-Z]\d*)', 'fortran_order': (True|False), 'shape': \(((?:\d+, ?)*\d*)\), \} *\n"
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _descr_dtype(descr: bytes) -> np.dtype:
+    return np.dtype(descr.decode("ascii"))
+
+
+def _fast_header(raw: bytes) -> Optional[tuple[tuple[int, ...], bool, np.dtype]]:
+    """np.save's own header layout read with one regular expression (numpy's reader evaluates the dict literal
+    with `ast`, which dominated reading thousands of small FX files). None when it is not that exact layout."""
+    match = _SIMPLE_HEADER.fullmatch(raw)
+    if match is None:
+        return None
+    try:
+        dtype = _descr_dtype(match.group(1))
+    except TypeError:
+        return None
+    shape = tuple(int(d) for d in match.group(3).split(b",") if d.strip())
+    return shape, match.group(2) == b"True", dtype
 
 
 def _could_start_npy(prefix: bytes) -> bool:

@@ -33,7 +33,7 @@ NANO_MAGIC = 0x5A5A5A5A
 MAX_HEADER_BYTES = 64 << 20
 # Payload sizes adding up to more than this are garbage (an overflowed uint64), not a file still being written.
 MAX_PLAUSIBLE_FILE = 1 << 46
-# Below this a tensor is fetched with one pread; above it mapped, so big tensors cost no copy.
+# Files below this are read whole with one pread; bigger ones are mapped, so big tensors cost no copy.
 MMAP_THRESHOLD = 1 << 20
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -249,6 +249,7 @@ class GeDumpReader:
 
     dump: GeDump
     _map: Optional[mmap.mmap] = field(default=None, repr=False)
+    _bytes: Optional[memoryview] = field(default=None, repr=False)
 
     def __enter__(self) -> GeDumpReader:
         return self
@@ -259,16 +260,21 @@ class GeDumpReader:
     def close(self) -> None:
         # Not mmap.close(): arrays handed out may still reference the map; it goes away with them.
         self._map = None
+        self._bytes = None
 
     def _payload(self, tensor: GeTensor) -> Union[memoryview, bytes]:
         if tensor.size == 0:
             return b""
-        if self._map is None and tensor.size < MMAP_THRESHOLD:
-            with open(self.dump.path, "rb") as handle:
-                data = os.pread(handle.fileno(), tensor.size, tensor.offset)
-            if len(data) != tensor.size:
-                raise DumpIncomplete(self.dump.path, "file shrank after its header was checked")
-            return data
+        if self.dump.file_size < MMAP_THRESHOLD:  # a small file: its payloads are read in one go, once
+            if self._bytes is None:
+                start = LENGTH_PREFIX.size + self.dump.header_length
+                with open(self.dump.path, "rb") as handle:
+                    data = os.pread(handle.fileno(), self.dump.file_size - start, start)
+                if len(data) != self.dump.file_size - start:
+                    raise DumpIncomplete(self.dump.path, "file shrank after its header was checked")
+                self._bytes = memoryview(data)
+            start = tensor.offset - LENGTH_PREFIX.size - self.dump.header_length
+            return self._bytes[start : start + tensor.size]
         if self._map is None:
             with open(self.dump.path, "rb") as handle:
                 if os.fstat(handle.fileno()).st_size != self.dump.file_size:

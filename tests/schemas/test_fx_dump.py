@@ -432,3 +432,28 @@ def test_global_reference_is_named(tmp_path: Path) -> None:
     value = read_fx_value(path)
     assert value.kind is FxValueKind.OBJECT
     assert value.text == "numpy.float16"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    dtype=st.sampled_from(["<f2", "<f4", "<f8", "<i8", "<i4", "|b1", "|u1", "<c8", "<U3", "|O"]),
+    shape=st.lists(st.integers(min_value=0, max_value=5), max_size=4),
+    fortran=st.booleans(),
+)
+def test_property_header_fast_path_agrees_with_numpy(tmp_path_factory, dtype, shape, fortran):
+    import io
+
+    from numpy.lib import format as npy_format
+
+    array = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=True)
+    path = tmp_path_factory.mktemp("h") / "x.npy"
+    path.write_bytes(buffer.getvalue())
+    buffer.seek(0)
+    version = npy_format.read_magic(buffer)
+    reader = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+    want_shape, want_fortran, want_dtype = reader(buffer)
+    header = read_npy_header(path)
+    assert (header.shape, header.fortran_order, header.dtype) == (tuple(want_shape), want_fortran, want_dtype)
+    assert header.data_offset == buffer.tell()

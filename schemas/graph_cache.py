@@ -1,0 +1,100 @@
+"""A cache of parsed graph text files.
+
+protobuf's text-format parser is pure Python (~0.3–0.7 MB/s), so a large `dynamo_original_graph_*.txt` takes
+seconds to parse; a compare that is re-run with other options should not pay that again. The parsed `Graph` is
+stored as JSON (our own records, no pickle) under a key of the file's real path, size, mtime and this cache's
+version: beside the dump (`<dir>/.tcmp/graphs/`) when that is writable, else in the user's cache directory.
+A stale or unreadable cache entry is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+from .graph import Graph, GraphOp, InputEdge, OutputDesc, read_graph
+from .layout import INDEX_DIR
+
+CACHE_VERSION = 1
+
+
+def _key(path: Path) -> str:
+    stat = path.stat()
+    text = f"{os.path.realpath(path)}|{stat.st_size}|{stat.st_mtime_ns}|{CACHE_VERSION}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _directories(path: Path) -> list[Path]:
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tcmp" / "graphs"
+    return [path.parent / INDEX_DIR / "graphs", user]
+
+
+def _to_json(graph: Graph) -> dict:
+    return {
+        "name": graph.name,
+        "warnings": list(graph.warnings),
+        "ops": [
+            [op.order, op.name, op.type, [[e.producer, e.index] for e in op.inputs], list(op.control_inputs),
+             [[o.index, o.fx_tensor_name, o.dtype, list(o.shape), o.layout, o.origin_name, o.origin_output_index]
+              for o in op.outputs],
+             list(op.original_op_names), op.stack_info]
+            for op in graph.ops
+        ],
+    }  # fmt: skip
+
+
+def _from_json(data: dict, path: Path) -> Graph:
+    ops = tuple(
+        GraphOp(
+            order=order, name=name, type=op_type,
+            inputs=tuple(InputEdge(p, i) for p, i in inputs),
+            control_inputs=tuple(control),
+            outputs=tuple(OutputDesc(i, fx, dtype, tuple(shape), layout, origin, origin_index)
+                          for i, fx, dtype, shape, layout, origin, origin_index in outputs),
+            original_op_names=tuple(originals), stack_info=stack,
+        )
+        for order, name, op_type, inputs, control, outputs, originals, stack in data["ops"]
+    )  # fmt: skip
+    return Graph(name=data["name"], path=path, ops=ops, warnings=tuple(data["warnings"]))
+
+
+def _read_cached(path: Path, key: str) -> Optional[Graph]:
+    for directory in _directories(path):
+        entry = directory / f"{key}.json"
+        try:
+            return _from_json(json.loads(entry.read_text(encoding="utf-8")), path)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _write_cached(path: Path, key: str, graph: Graph) -> None:
+    text = json.dumps(_to_json(graph), separators=(",", ":"))
+    for directory in _directories(path):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            handle, temp = tempfile.mkstemp(dir=directory, prefix=".graph-", suffix=".part")
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(temp, directory / f"{key}.json")
+            return
+        except OSError:
+            continue  # read-only dump directory: try the user's cache
+
+
+def load_graph(path: Path, workers: int = 1, use_cache: bool = True) -> Graph:
+    """`read_graph`, served from the cache when the file has not changed since it was parsed."""
+    path = Path(path)
+    if not use_cache:
+        return read_graph(path, workers=workers)
+    key = _key(path)
+    cached = _read_cached(path, key)
+    if cached is not None:
+        return cached
+    graph = read_graph(path, workers=workers)
+    _write_cached(path, key, graph)
+    return graph
