@@ -6,8 +6,9 @@ written once into a work directory; then, in the same run:
 - baseline: plainly reading every byte of both dumps (1 MiB chunks into a reused buffer), page cache warm;
 - `tcmp compare` in tensor mode (a subprocess, both cores), wall time as a ratio to the baseline (target ≤ 3x);
 - the same in statistics mode;
-- peak RSS of the compare (the sum over its process tree, sampled from /proc every 20 ms), against the target
-  2 x the largest tensor + 200 MB.
+- peak memory of the compare, sampled from /proc every 20 ms over its process tree: PSS summed (shared pages
+  split between the processes, the memory really used) against the target 2 x the largest tensor + 200 MB, and
+  RSS summed (which counts shared pages once per process) for reference.
 
     python bench/bench_compare.py [--work DIR] [--layers N] [--keep]
 """
@@ -47,8 +48,9 @@ def read_all(roots) -> int:
     return total
 
 
-def tree_rss(pid: int) -> int:
-    """RSS in bytes of a process and all its descendants."""
+def tree_memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in bytes, summed over a process and all its descendants. RSS counts pages shared between the
+    processes (numpy, the interpreter) once per process; PSS splits them, so its sum is the memory really used."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -58,30 +60,34 @@ def tree_rss(pid: int) -> int:
                 children.setdefault(parent, []).append(int(entry))
             except (OSError, IndexError, ValueError):
                 continue
-    total, stack = 0, [pid]
+    rss = pss = 0
+    stack = [pid]
     while stack:
         current = stack.pop()
         stack.extend(children.get(current, ()))
         try:
-            with open(f"/proc/{current}/status") as handle:
+            with open(f"/proc/{current}/smaps_rollup") as handle:
                 for line in handle:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1]) * 1024
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1]) * 1024
         except OSError:
             continue
-    return total
+    return rss, pss
 
 
-def run_measured(command: list[str]) -> tuple[float, int, subprocess.CompletedProcess]:
+def run_measured(command: list[str]) -> tuple[float, tuple[int, int], subprocess.CompletedProcess]:
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0
+    peak = (0, 0)
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, tree_rss(process.pid))
+            rss, pss = tree_memory(process.pid)
+            peak = (max(peak[0], rss), max(peak[1], pss))
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -146,21 +152,19 @@ def main() -> int:
                     return 1
                 times.append(elapsed)
                 peaks.append(peak)
-            results[mode] = (statistics.median(times), max(peaks))
+            results[mode] = (statistics.median(times), (max(p[0] for p in peaks), max(p[1] for p in peaks)))
             print(done.stdout.splitlines()[1] if len(done.stdout.splitlines()) > 1 else done.stdout)
 
         rss_target = 2 * largest + 200e6
         print()
         print(f"{'measure':<34}{'value':>12}{'ratio / target':>22}")
         print(f"{'plain read (baseline)':<34}{baseline:>11.2f}s{'1.00x':>22}")
-        tensor_time, tensor_rss = results["tensor"]
-        stats_time, stats_rss = results["statistics"]
+        tensor_time, stats_time = results["tensor"][0], results["statistics"][0]
         print(f"{'tensor-mode compare':<34}{tensor_time:>11.2f}s{tensor_time / baseline:>15.2f}x (<= 3x)")
         print(f"{'statistics-mode compare':<34}{stats_time:>11.2f}s{stats_time / baseline:>15.2f}x")
-        print(f"{'peak RSS, tensor mode':<34}{tensor_rss / 1e6:>10.0f}MB{tensor_rss / rss_target:>15.2f} of "
-              f"{rss_target / 1e6:.0f} MB")  # fmt: skip
-        print(f"{'peak RSS, statistics mode':<34}{stats_rss / 1e6:>10.0f}MB{stats_rss / rss_target:>15.2f} of "
-              f"{rss_target / 1e6:.0f} MB")  # fmt: skip
+        for mode, (_, (rss, pss)) in results.items():
+            print(f"{'peak PSS, ' + mode + ' mode':<34}{pss / 1e6:>10.0f}MB{pss / rss_target:>15.2f} of "
+                  f"{rss_target / 1e6:.0f} MB (RSS summed over processes: {rss / 1e6:.0f} MB)")  # fmt: skip
         print(f"largest tensor file: {largest / 1e6:.2f} MB")
     finally:
         if not args.keep and args.work is None:

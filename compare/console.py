@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
 
 from rich.console import Console
 from rich.table import Table
 
-from .records import Role, Row
-from .report import WrittenReport, number
+from .records import Row
+from .report import number
 from .run import CompareResult, RankResult
 
 
@@ -28,18 +27,17 @@ def _worst_table(rows: Sequence[Row]) -> Table:
     return table
 
 
-def _rank(console: Console, result: CompareResult, rank: RankResult, report: Optional[WrittenReport]) -> None:
+def _rank(console: Console, rank: RankResult) -> None:
     c = rank.counts
     title = "" if rank.rank is None else f"rank {rank.rank}: "
-    target_unmatched = sum(u.role is Role.TARGET for u in rank.unmatched)
     console.print(
-        f"[bold]{title}{c['rows']} rows compared[/]: [green]{c['pass']} PASS[/], [red]{c['fail']} FAIL[/]"
-        + (f", {c['not_compared']} not compared" if c["not_compared"] else "")
-        + f"; unmatched: {target_unmatched} target, {len(rank.unmatched) - target_unmatched} golden"
+        f"[bold]{title}{c.rows} rows compared[/]: [green]{c.passed} PASS[/], [red]{c.failed} FAIL[/]"
+        + (f", {c.not_compared} not compared" if c.not_compared else "")
+        + f"; unmatched: {c.unmatched_target} target, {c.unmatched_golden} golden"
         + f"; GE ops {rank.target_ops} ({rank.ops_in_rows} in the table, {rank.ops_unmatched_only} only unmatched)"
     )
-    if c["rows_from_index"]:
-        console.print(f"  rows from raw data: {c['rows_from_raw']}, from the tcmp index: {c['rows_from_index']}")
+    if c.rows_from_index:
+        console.print(f"  rows from raw data: {c.rows_from_raw}, from the tcmp index: {c.rows_from_index}")
     for d in rank.divergences:
         if d.op_name is not None:
             failing = ", ".join(r.pair.api_name for r in d.rows if r.result.value == "FAIL")
@@ -48,16 +46,16 @@ def _rank(console: Console, result: CompareResult, rank: RankResult, report: Opt
             console.print(f"  token {d.token}: {d.note}")
     if rank.worst:
         console.print(_worst_table(rank.worst[:5]))
+    report = rank.report
     if report is not None:
         console.print(f"  report: {report.csv}" + (f" (+ {report.xlsx.name})" if report.xlsx else ""))
         console.print(f"  unmatched: {report.unmatched}\n  summary: {report.summary}")
 
 
-def print_summary(console: Console, result: CompareResult, reports: Sequence[WrittenReport]) -> None:
+def print_summary(console: Console, result: CompareResult) -> None:
     kind = "FX dump" if result.golden_kind.value == "fx" else "fusion-off GE dump"
     console.print(f"golden: {kind}; data mode: {result.mode.value} ({result.mode_reason})")
     for note in result.notes:
         console.print(f"[yellow]note:[/] {note}")
-    by_rank = {r.rank: r for r in reports}
     for rank in result.ranks:
-        _rank(console, result, rank, by_rank.get(rank.rank))
+        _rank(console, rank)

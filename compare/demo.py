@@ -8,7 +8,6 @@ from pathlib import Path
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 
-from .report import WrittenReport, write_reports
 from .run import CompareOptions, CompareResult, run_compare
 
 DEMO_FAULTS = (
@@ -23,7 +22,6 @@ class DemoResult:
     root: Path
     faults: tuple[str, ...]
     result: CompareResult
-    reports: tuple[WrittenReport, ...]
 
 
 def run_demo(root: Path, jobs: int = 1) -> DemoResult:
@@ -32,9 +30,10 @@ def run_demo(root: Path, jobs: int = 1) -> DemoResult:
         model=ModelConfig(layers=3), tokens=2, faults=DEMO_FAULTS, propagate_faults=True, write_fusion_off=False
     )
     scenario = write_scenario(root, config)
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden, jobs=jobs))
-    reports = write_reports(result, root / "report", highlight=True)
+    result, _ = run_compare(
+        CompareOptions(scenario.target, scenario.golden, jobs=jobs), root / "report", highlight=True
+    )
     faults = tuple(
         f"{f.op} ({f.kind.value}{'' if f.tokens is None else f', token {list(f.tokens)}'})" for f in DEMO_FAULTS
     )
-    return DemoResult(root, faults, result, tuple(reports))
+    return DemoResult(root, faults, result)

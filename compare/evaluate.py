@@ -53,26 +53,46 @@ class TensorLoader:
     metrics of recent NPU payloads (an op's input is, byte for byte, its producer's output: compared with the
     same golden tensor it gives the same metrics)."""
 
-    def __init__(self, headers: Optional[Mapping[Path, GeDump]] = None, cache_size: int = 4) -> None:
+    def __init__(
+        self, headers: Optional[Mapping[Path, GeDump]] = None, cache_size: int = 4, byte_budget: int = 64 << 20
+    ) -> None:
         self.headers = dict(headers or {})
         self.cache_size = cache_size
+        self.byte_budget = byte_budget  # what the caches may hold, so memory stays flat whatever the dump size
+        self._bytes = 0
         self._readers: OrderedDict = OrderedDict()
         self._merged: OrderedDict = OrderedDict()
         self._fx: OrderedDict = OrderedDict()
         self._prepared: OrderedDict = OrderedDict()
         self._memo: OrderedDict = OrderedDict()
+        self._summaries: OrderedDict = OrderedDict()
 
-    @staticmethod
-    def _remember(cache: OrderedDict, key, value, size: int):
-        cache[key] = value
-        cache.move_to_end(key)
-        while len(cache) > size:
-            cache.popitem(last=False)
+    def _remember(self, cache: OrderedDict, key, value, size: int, nbytes: int = 0):
+        """Keep `value` in an LRU `cache` of at most `size` entries, and within the loader's byte budget."""
+        previous = cache.pop(key, None)
+        if previous is not None:
+            self._bytes -= previous[1]
+        cache[key] = (value, nbytes)
+        self._bytes += nbytes
+        while len(cache) > size or (self._bytes > self.byte_budget and len(cache) > 1):
+            _, (_, dropped) = cache.popitem(last=False)
+            self._bytes -= dropped
         return value
 
+    @staticmethod
+    def _recall(cache: OrderedDict, key):
+        item = cache.get(key)
+        if item is None:
+            return None
+        cache.move_to_end(key)  # recently used
+        return item[0]
+
     def _fx_value(self, path):
-        value = self._fx.pop(path, None) or read_fx_value(path)
-        return self._remember(self._fx, path, value, 32)
+        value = self._recall(self._fx, path)
+        if value is None:
+            value = read_fx_value(path)
+            self._remember(self._fx, path, value, 32, value.array.nbytes if value.array is not None else 0)
+        return value
 
     def _reader(self, path) -> GeDumpReader:
         reader = self._readers.pop(path, None)
@@ -99,8 +119,26 @@ class TensorLoader:
                         tuple(reader.load(t).array for t in reader.dump.outputs),
                     )
                 )
-            self._remember(self._merged, key, merge_ffts_slices(parts), self.cache_size)
-        return self._merged[key]
+            merged = merge_ffts_slices(parts)
+            size = sum(a.nbytes for a in (*merged.inputs, *merged.outputs))
+            self._remember(self._merged, key, merged, self.cache_size, size)
+        return self._recall(self._merged, key)
+
+    def summarized(self, loaded: Loaded, mode: Mode) -> Loaded:
+        """`loaded` with its summary (computed once per distinct payload: inputs repeat their producers' outputs)."""
+        if loaded.summary is not None or loaded.array is None:
+            return loaded
+        with_crc = mode is Mode.MD5
+        contiguous = np.ascontiguousarray(loaded.array)
+        payload = contiguous.reshape(-1).view(np.uint8)
+        key = (contiguous.dtype.str, contiguous.shape, with_crc, _crc32(payload))
+        hit = self._recall(self._summaries, key)
+        if hit is not None and np.array_equal(hit[0], payload):
+            summary = hit[1]
+        else:
+            summary = summarize(loaded.array, with_crc=with_crc)
+            self._remember(self._summaries, key, (payload, summary), 64, payload.nbytes)
+        return Loaded(loaded.array, summary, loaded.dtype, loaded.shape, loaded.notes)
 
     def metrics(self, pair: Pair, npu: Loaded, bench: Loaded, bench_rounded: bool) -> TensorMetrics:
         """Tensor metrics of a pair, reusing what earlier pairs of this token prepared or computed."""
@@ -108,19 +146,19 @@ class TensorLoader:
         contiguous = np.ascontiguousarray(npu.array)
         payload = contiguous.reshape(-1).view(np.uint8)
         memo_key = (bench_key, bench_rounded, contiguous.dtype.str, contiguous.shape, _crc32(payload))
-        hit = self._memo.get(memo_key)
+        hit = self._recall(self._memo, memo_key)
         if hit is not None and np.array_equal(hit[0], payload):  # the CRC only finds candidates
             return hit[1]
         try:
-            prepared_bench = None if bench_rounded else self._prepared.get(bench_key)
+            prepared_bench = None if bench_rounded else self._recall(self._prepared, bench_key)
             if prepared_bench is None:
                 prepared_bench = Prepared(bench.array)
                 if not bench_rounded:
-                    self._remember(self._prepared, bench_key, prepared_bench, 32)
+                    self._remember(self._prepared, bench_key, prepared_bench, 32, prepared_bench.nbytes)
             result = compare_prepared(Prepared(npu.array), prepared_bench)
         except TypeError:
             result = tensor_metrics(npu.array, bench.array)  # complex: its own message
-        self._remember(self._memo, memo_key, (payload, result), 64)
+        self._remember(self._memo, memo_key, (payload, result), 64, payload.nbytes)
         return result
 
     def raw(self, ref: TensorRef) -> Loaded:
@@ -188,13 +226,6 @@ def _shapes_differ(npu: Optional[tuple[int, ...]], bench: Optional[tuple[int, ..
     return tuple(d for d in npu if d != 1) != tuple(d for d in bench if d != 1)
 
 
-def _summarized(loaded: Loaded, mode: Mode) -> Loaded:
-    if loaded.summary is not None or loaded.array is None:
-        return loaded
-    summary = summarize(loaded.array, with_crc=mode is Mode.MD5)
-    return Loaded(loaded.array, summary, loaded.dtype, loaded.shape, loaded.notes)
-
-
 def _stats(loaded: Optional[Loaded]) -> TensorStats:
     if loaded is None:
         return TensorStats(None, None, None, None, None, None, None)
@@ -235,7 +266,7 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
             tensor = loader.metrics(pair, npu, bench, bench is not raw_bench)
             if tensor.stats is not None:  # computed on the way: no second pass over the data
                 npu, bench = (_with_stats(x, s) for x, s in zip((npu, bench), tensor.stats))
-        npu, bench = _summarized(npu, mode), _summarized(bench, mode)
+        npu, bench = loader.summarized(npu, mode), loader.summarized(bench, mode)
         if mode is Mode.TENSOR:
             messages += tensor.messages
             judgement = judge_tensor(tensor, thresholds)

@@ -72,7 +72,7 @@ class _Context:
     def pair(self, e: GeExecution, io: IO, index: int, bench: TensorRef, notes=(), stack=None) -> None:
         self.result.pairs.append(
             Pair(self.rank, self.token, self.graph_label, e.op_name, e.op_type, e.order, e.execution, io, index,
-                 self.ge_ref(e, io, index), bench, tuple(notes), stack)
+                 self.ge_ref(e, io, index), bench, tuple(notes), stack, e.timestamp)
         )  # fmt: skip
         self.result.used_golden.update(f.path for f in bench.files)
 

@@ -155,6 +155,10 @@ class Prepared:
         self.stats = _basic(self.f64, self.squares) if self.finite and self.f64.size else None
         self._as: dict[np.dtype, np.ndarray] = {}
 
+    @property
+    def nbytes(self) -> int:
+        return self.f64.nbytes + sum(a.nbytes for a in self._as.values()) + self.values.nbytes
+
     def as_type(self, dtype: np.dtype) -> np.ndarray:
         if dtype not in self._as:
             self._as[dtype] = self.f64.astype(dtype, copy=False)

@@ -76,6 +76,7 @@ class Pair:
     bench: TensorRef
     notes: tuple[str, ...] = ()
     stack_info: Optional[str] = None
+    timestamp: int = 0  # the GE execution's dump time: orders ops across the graphs of a token
 
     @property
     def api_name(self) -> str:

@@ -12,6 +12,7 @@ report that looks finished; existing files are never overwritten.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -154,26 +155,127 @@ def _free_stem(directory: Path, stem: str) -> str:
     return candidate
 
 
-class _Atomic:
-    """Files written under temporary names in the target directory, renamed together at the end."""
+def _temporary(directory: Path) -> Path:
+    handle, temp = tempfile.mkstemp(dir=directory, prefix=".tcmp-", suffix=".part")
+    os.close(handle)
+    return Path(temp)
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.pending: list[tuple[Path, Path]] = []
 
-    def open(self, final: Path, mode: str = "w"):
-        handle, temp = tempfile.mkstemp(dir=self.directory, prefix=".tcmp-", suffix=".part")
-        os.close(handle)
-        self.pending.append((Path(temp), final))
-        return Path(temp)
+class RankWriter:
+    """The files of one rank, written as rows stream in (constant memory, also for the xlsx), under temporary
+    names until `ReportSet.finish` renames them."""
 
-    def commit(self) -> None:
-        for temp, final in self.pending:
-            os.replace(temp, final)
+    def __init__(self, directory: Path, stem: str, rank: Optional[int], mode: Mode, highlight: bool) -> None:
+        self.rank, self.mode = rank, mode
+        self.final = {
+            "csv": directory / f"{stem}.csv",
+            "unmatched": directory / f"{stem}_unmatched.csv",
+            "summary": directory / f"{stem}_summary.json",
+        }
+        if highlight:
+            self.final["xlsx"] = directory / f"{stem}.xlsx"
+        self.temp = {key: _temporary(directory) for key in self.final}
+        self._csv_handle = open(self.temp["csv"], "w", newline="", encoding="utf-8")  # noqa: SIM115
+        self._csv = csv.writer(self._csv_handle)
+        self._csv.writerow(columns(mode))
+        self._unmatched_handle = open(self.temp["unmatched"], "w", newline="", encoding="utf-8")  # noqa: SIM115
+        self._unmatched = csv.writer(self._unmatched_handle)
+        self._unmatched.writerow(UNMATCHED_COLUMNS)
+        self._xlsx = _XlsxStream(self.temp["xlsx"], columns(mode)) if highlight else None
+
+    def add_rows(self, rows: Sequence[Row]) -> None:
+        for row in rows:
+            cells = row_cells(row, self.mode)
+            self._csv.writerow(cells)
+            if self._xlsx is not None:
+                self._xlsx.add(cells, row.colour)
+
+    def add_unmatched(self, items: Sequence[Unmatched]) -> None:
+        self._unmatched.writerows(_unmatched_cells(u) for u in items)
+
+    def close(self, summary: Optional[dict]) -> None:
+        self._csv_handle.close()
+        self._unmatched_handle.close()
+        if self._xlsx is not None:
+            self._xlsx.close()
+        if summary is not None:
+            summary["files"] = {key: str(path) for key, path in self.final.items()}
+            self.temp["summary"].write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+
+    def report(self) -> WrittenReport:
+        f = self.final
+        return WrittenReport(self.rank, f["csv"], f["unmatched"], f["summary"], f.get("xlsx"))
+
+
+class _XlsxStream:
+    """xlsxwriter in constant-memory mode: rows go to disk as they are written; whole-row fills by colour."""
+
+    LIMIT = 1_048_575  # data rows per sheet
+
+    def __init__(self, path: Path, header: Sequence[str]) -> None:
+        import xlsxwriter
+
+        self.book = xlsxwriter.Workbook(
+            str(path), {"constant_memory": True, "strings_to_numbers": False, "strings_to_formulas": False}
+        )
+        self.header = header
+        self.bold = self.book.add_format({"bold": True})
+        self.fills = {c: self.book.add_format({"bg_color": colour, "pattern": 1}) for c, colour in _FILLS.items()}
+        self.sheet, self.row, self.part = None, 0, 0
+        self._new_sheet()
+
+    def _new_sheet(self) -> None:
+        self.sheet = self.book.add_worksheet("Sheet1" if self.part == 0 else f"part_{self.part}")
+        self.sheet.write_row(0, 0, self.header, self.bold)
+        self.sheet.freeze_panes(1, 0)
+        self.row = 0
+        self.part += 1
+
+    def add(self, cells: Sequence[str], colour: Colour) -> None:
+        if self.row >= self.LIMIT:
+            self._new_sheet()
+        self.row += 1
+        self.sheet.set_row(self.row, None, self.fills[colour])
+        self.sheet.write_row(self.row, 0, cells)
+
+    def close(self) -> None:
+        self.book.close()
+
+
+class ReportSet:
+    """All ranks' files of one compare in `output_dir`; nothing is renamed into place before `finish`, so an
+    interrupted or failed compare leaves no report that looks complete (and never overwrites an earlier one)."""
+
+    def __init__(self, output_dir: Path, mode: Mode, highlight: bool) -> None:
+        self.directory = Path(output_dir)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.mode, self.highlight = mode, highlight
+        self.stamp = time.strftime("%Y%m%d%H%M%S")
+        self.writers: dict[Optional[int], RankWriter] = {}
+
+    def writer(self, rank: Optional[int]) -> RankWriter:
+        base = f"{PREFIX}_rank{rank}_{self.stamp}" if rank is not None else f"{PREFIX}_{self.stamp}"
+        taken = {w.final["csv"].stem for w in self.writers.values()}
+        stem = _free_stem(self.directory, base)
+        while stem in taken:
+            stem = _free_stem(self.directory, f"{stem}_")
+        self.writers[rank] = RankWriter(self.directory, stem, rank, self.mode, self.highlight)
+        return self.writers[rank]
+
+    def finish(self, result: CompareResult) -> dict[Optional[int], WrittenReport]:
+        for rank in result.ranks:
+            self.writers[rank.rank].close(summary_json(result, rank))
+        for writer in self.writers.values():
+            for key, temp in writer.temp.items():
+                os.replace(temp, writer.final[key])
+        return {rank: writer.report() for rank, writer in self.writers.items()}
 
     def abort(self) -> None:
-        for temp, _ in self.pending:
-            temp.unlink(missing_ok=True)
+        for writer in self.writers.values():
+            with contextlib.suppress(OSError, ValueError):  # already closed, or the disk is the problem
+                writer.close(None)
+            for temp in writer.temp.values():
+                temp.unlink(missing_ok=True)
 
 
 def _divergence_json(d: Divergence) -> dict:
@@ -187,12 +289,7 @@ def _divergence_json(d: Divergence) -> dict:
     }
 
 
-def _row_json(row: Row, mode: Mode) -> dict:
-    cols = columns(mode)
-    return dict(zip(cols, row_cells(row, mode)))
-
-
-def summary_json(result: CompareResult, rank: RankResult, files: dict[str, str]) -> dict:
+def summary_json(result: CompareResult, rank: RankResult) -> dict:
     return {
         "complete": True,
         "target_path": str(result.options.target),
@@ -201,76 +298,14 @@ def summary_json(result: CompareResult, rank: RankResult, files: dict[str, str])
         "rank": rank.rank,
         "data_mode": result.mode.value,
         "data_mode_reason": result.mode_reason,
-        "counts": rank.counts,
+        "counts": rank.counts.as_dict(),
         "target_ops": {
             "total": rank.target_ops,
             "in_table": rank.ops_in_rows,
             "only_in_unmatched": rank.ops_unmatched_only,
         },
         "first_divergence": [_divergence_json(d) for d in rank.divergences],
-        "worst_rows": [_row_json(r, result.mode) for r in rank.worst],
+        "worst_rows": [dict(zip(columns(result.mode), row_cells(r, result.mode))) for r in rank.worst],
         "thresholds": result.options.thresholds.__dict__,
         "notes": list(result.notes),
-        "files": files,
     }
-
-
-def write_reports(result: CompareResult, output_dir: Path, highlight: bool = False) -> list[WrittenReport]:
-    """Write every rank's files into `output_dir` (created if needed); nothing half-written is left behind."""
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d%H%M%S")
-    atomic = _Atomic(output_dir)
-    written = []
-    try:
-        for rank in result.ranks:
-            base = f"{PREFIX}_rank{rank.rank}_{stamp}" if rank.rank is not None else f"{PREFIX}_{stamp}"
-            stem = _free_stem(output_dir, base)
-            paths = {
-                "csv": output_dir / f"{stem}.csv",
-                "unmatched": output_dir / f"{stem}_unmatched.csv",
-                "summary": output_dir / f"{stem}_summary.json",
-            }
-            if highlight:
-                paths["xlsx"] = output_dir / f"{stem}.xlsx"
-            header = columns(result.mode)
-            with open(atomic.open(paths["csv"]), "w", newline="", encoding="utf-8") as handle:
-                out = csv.writer(handle)
-                out.writerow(header)
-                out.writerows(row_cells(r, result.mode) for r in rank.rows)
-            with open(atomic.open(paths["unmatched"]), "w", newline="", encoding="utf-8") as handle:
-                out = csv.writer(handle)
-                out.writerow(UNMATCHED_COLUMNS)
-                out.writerows(_unmatched_cells(u) for u in rank.unmatched)
-            if highlight:
-                _write_xlsx(atomic.open(paths["xlsx"]), header, rank.rows, result.mode)
-            names = {k: str(v) for k, v in paths.items()}
-            with open(atomic.open(paths["summary"]), "w", encoding="utf-8") as handle:
-                json.dump(summary_json(result, rank, names), handle, indent=2, ensure_ascii=False)
-            written.append(
-                WrittenReport(rank.rank, paths["csv"], paths["unmatched"], paths["summary"], paths.get("xlsx"))
-            )
-        atomic.commit()
-    except BaseException:
-        atomic.abort()
-        raise
-    return written
-
-
-def _write_xlsx(path: Path, header: Sequence[str], rows: Sequence[Row], mode: Mode) -> None:
-    import xlsxwriter
-
-    book = xlsxwriter.Workbook(str(path), {"strings_to_numbers": False, "strings_to_formulas": False})
-    try:
-        bold = book.add_format({"bold": True})
-        fills = {c: book.add_format({"bg_color": colour, "pattern": 1}) for c, colour in _FILLS.items()}
-        limit = 1_048_575  # rows per sheet after the header
-        for part, start in enumerate(range(0, max(1, len(rows)), limit)):
-            sheet = book.add_worksheet("Sheet1" if len(rows) <= limit else f"part_{part}")
-            sheet.write_row(0, 0, header, bold)
-            for offset, row in enumerate(rows[start : start + limit], start=1):
-                sheet.write_row(offset, 0, row_cells(row, mode))
-                sheet.set_row(offset, None, fills[row.colour])
-            sheet.freeze_panes(1, 0)
-    finally:
-        book.close()

@@ -4,10 +4,11 @@ processes with `jobs` > 1), judge them, and find where accuracy is first lost.""
 from __future__ import annotations
 
 import enum
+import heapq
 import math
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,6 +28,8 @@ from .match import match_token
 from .metrics import NA, Mode
 from .records import RAW_KINDS, Role, Row, Unmatched
 from .verdict import Result, Thresholds, colour, magnitude_jump
+
+WORST_ROWS = 10
 
 
 class DataMode(str, enum.Enum):
@@ -59,31 +62,54 @@ class Divergence:
     op_type: Optional[str]
     rows: tuple[Row, ...]
     note: str = ""
+    timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class Counts:
+    rows: int = 0
+    passed: int = 0
+    failed: int = 0
+    not_compared: int = 0
+    unmatched_target: int = 0
+    unmatched_golden: int = 0
+    rows_from_index: int = 0
+
+    @property
+    def rows_from_raw(self) -> int:
+        return self.rows - self.rows_from_index
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "rows": self.rows,
+            "pass": self.passed,
+            "fail": self.failed,
+            "not_compared": self.not_compared,
+            "unmatched_target": self.unmatched_target,
+            "unmatched_golden": self.unmatched_golden,
+            "rows_from_index": self.rows_from_index,
+            "rows_from_raw": self.rows_from_raw,
+        }
 
 
 @dataclass(frozen=True)
 class RankResult:
+    """One rank's outcome. The table itself streams into the report files; `rows` and `unmatched` are kept only
+    when asked for (`keep_rows`), so memory does not grow with the dump."""
+
     rank: Optional[int]
-    rows: tuple[Row, ...]
-    unmatched: tuple[Unmatched, ...]
+    counts: Counts
     divergences: tuple[Divergence, ...]
     worst: tuple[Row, ...]
     target_ops: int  # GE op executions in the target
     ops_in_rows: int  # of which appear in the table
-    ops_unmatched_only: int  # of which appear only in the unmatched list
+    rows: tuple[Row, ...] = ()
+    unmatched: tuple[Unmatched, ...] = ()
+    report: Optional[object] = None  # report.WrittenReport when files were written
 
     @property
-    def counts(self) -> dict[str, int]:
-        results = [r.result for r in self.rows]
-        return {
-            "rows": len(self.rows),
-            "pass": results.count(Result.PASS),
-            "fail": results.count(Result.FAIL),
-            "not_compared": results.count(Result.NA),
-            "unmatched": len(self.unmatched),
-            "rows_from_index": sum(r.from_index for r in self.rows),
-            "rows_from_raw": sum(not r.from_index for r in self.rows),
-        }
+    def ops_unmatched_only(self) -> int:
+        return self.target_ops - self.ops_in_rows
 
 
 @dataclass(frozen=True)
@@ -97,7 +123,7 @@ class CompareResult:
 
     @property
     def failed(self) -> bool:
-        return any(r.result is Result.FAIL for rank in self.ranks for r in rank.rows)
+        return any(rank.counts.failed for rank in self.ranks)
 
 
 @dataclass(frozen=True)
@@ -117,11 +143,13 @@ class _Unit:
 
 @dataclass(frozen=True)
 class _UnitResult:
-    rows: tuple[Row, ...]
+    rows: tuple[Row, ...]  # coloured, in execution order
     unmatched: tuple[Unmatched, ...]
     used_golden: frozenset[Path]
     fused_into: tuple[tuple[str, str], ...]
-    target_ops: tuple[tuple, ...]
+    target_ops: int
+    ops_in_rows: int
+    divergence: Optional[Divergence]
 
 
 def _by_token(files: Iterable[DumpFile]) -> dict[int, list[DumpFile]]:
@@ -131,11 +159,21 @@ def _by_token(files: Iterable[DumpFile]) -> dict[int, list[DumpFile]]:
     return groups
 
 
+SCALAR_FILE_LIMIT = 1024  # an .npy holding a scalar, None or a short string is far smaller than this
+
+
+def _small(path: Path) -> bool:
+    try:
+        return path.stat().st_size < SCALAR_FILE_LIMIT
+    except OSError:
+        return True  # let the header read report it
+
+
 def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> str:
     fused = fused_into.get(f"{f.op_name}-{f.op_type}") if f.io is not None else fused_into.get(f.op_name)
     if fused is not None:
         return f"inside fused target op {fused}: GE dumps only the fused op's external inputs and outputs"
-    if f.kind is FileKind.FX_NPY:
+    if f.kind is FileKind.FX_NPY and f.io is IO.INPUT and _small(f.path):  # only a small file can be an argument
         try:
             header = read_npy_header(f.path)
         except DumpError as exc:
@@ -163,10 +201,9 @@ def _units(binding: Binding, kind: GoldenKind) -> list[_Unit]:
 
 
 def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds) -> _UnitResult:
-    """Plan one token (headers, executions, pairs) and compare its pairs."""
+    """Plan one token (headers, executions, pairs), compare its pairs, colour the rows, find its divergence."""
     view = GraphView(unit.graph) if unit.graph is not None else None
     executions = ge_executions(unit.target_files)
-    ops = tuple((unit.label, unit.token, e.order) for e in executions)
     if unit.golden_files is None or (unit.kind is GoldenKind.FX and view is None):
         why = (f"token {unit.token} missing in the golden dump" if unit.golden_files is None
                else f"no graph file for model {unit.model}")  # fmt: skip
@@ -174,7 +211,7 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds) -> _UnitResul
             Unmatched(Role.TARGET, unit.rank, unit.token, e.op_name, e.op_type, None, None, str(e.files[0].path), why)
             for e in executions
         )  # fmt: skip
-        return _UnitResult((), unmatched, frozenset(), (), ops)
+        return _UnitResult((), unmatched, frozenset(), (), len(executions), 0, None)
     golden: tuple = ()
     if unit.kind is GoldenKind.FX:
         calls = fx_calls(unit.golden_files)
@@ -184,9 +221,11 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds) -> _UnitResul
         result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden)
     headers = {h.path: h for e in (*executions, *golden) for h in e.headers}
     loader = TensorLoader(headers)
-    rows = tuple(evaluate(p, mode, thresholds, loader) for p in result.pairs)
-    return _UnitResult(rows, tuple(result.unmatched), frozenset(result.used_golden),
-                       tuple(result.fused_into.items()), ops)  # fmt: skip
+    rows = _with_colours([evaluate(p, mode, thresholds, loader) for p in result.pairs], thresholds)
+    return _UnitResult(
+        tuple(rows), tuple(result.unmatched), frozenset(result.used_golden), tuple(result.fused_into.items()),
+        len(executions), len({r.pair.order for r in rows}), _divergence(unit, rows),
+    )  # fmt: skip
 
 
 def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
@@ -202,15 +241,13 @@ def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
     )
 
 
-def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions, progress) -> list[_UnitResult]:
+def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions) -> Iterator[_UnitResult]:
+    """Unit results in unit order; with jobs > 1 computed by worker processes."""
     jobs = max(1, options.jobs)
-    results: list[_UnitResult] = []
     if jobs == 1 or len(units) < 2:
         for unit in units:
-            results.append(_compare_unit(unit, mode, options.thresholds))
-            if progress:
-                progress(len(results), len(units))
-        return results
+            yield _compare_unit(unit, mode, options.thresholds)
+        return
     import multiprocessing
 
     # One BLAS thread per worker: the workers are the parallelism, and BLAS threads spinning against each other
@@ -219,13 +256,16 @@ def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions, prog
         os.environ.setdefault(variable, "1")
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:
+        context.set_forkserver_preload([__name__])  # workers start with numpy & co. loaded, sharing those pages
     with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=context) as pool:
-        futures = [pool.submit(_compare_unit, unit, mode, options.thresholds) for unit in units]
-        for future in futures:  # in submission order: rows stay in token and execution order
-            results.append(future.result())
-            if progress:
-                progress(len(results), len(units))
-    return results
+        pending = []
+        for unit in units:
+            pending.append(pool.submit(_compare_unit, unit, mode, options.thresholds))
+            if len(pending) > jobs:  # a bounded window: results are consumed, not piled up
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
 
 
 def _op_key(row: Row) -> tuple:
@@ -247,31 +287,29 @@ def _with_colours(rows: Sequence[Row], thresholds: Thresholds) -> list[Row]:
     return coloured
 
 
-def _divergences(rows: Sequence[Row]) -> list[Divergence]:
-    by_token: dict[tuple, dict[tuple, list[Row]]] = defaultdict(lambda: defaultdict(list))
+def _divergence(unit: _Unit, rows: Sequence[Row]) -> Optional[Divergence]:
+    """Within one token of one graph: the first op, in execution order, with a failing output and passing inputs."""
+    ops: dict[int, list[Row]] = defaultdict(list)
     for row in rows:
-        by_token[(row.pair.rank, row.pair.token)][_op_key(row)].append(row)
-    found = []
-    for (rank, token), ops in sorted(by_token.items(), key=lambda kv: (-1 if kv[0][0] is None else kv[0][0], kv[0][1])):
-        failing = False
-        for key in sorted(ops, key=lambda k: (k[3], k[2])):
-            op_rows = ops[key]
-            outputs = [r for r in op_rows if r.pair.io.value == "output" and r.result is not Result.NA]
-            inputs = [r for r in op_rows if r.pair.io.value == "input" and r.result is not Result.NA]
-            if any(r.result is Result.FAIL for r in outputs):
-                failing = True
-                if all(r.result is Result.PASS for r in inputs):
-                    first = op_rows[0].pair
-                    found.append(Divergence(rank, token, first.op_name, first.op_type, tuple(op_rows)))
-                    break
-        else:
-            if failing:
-                note = (
-                    "every failing op also has a failing input: the error starts in an op that is not compared "
-                    "(see the unmatched list)"
-                )
-                found.append(Divergence(rank, token, None, None, (), note))
-    return found
+        ops[row.pair.order].append(row)
+    failing = False
+    for order in sorted(ops):
+        op_rows = ops[order]
+        outputs = [r for r in op_rows if r.pair.io is IO.OUTPUT and r.result is not Result.NA]
+        inputs = [r for r in op_rows if r.pair.io is IO.INPUT and r.result is not Result.NA]
+        if any(r.result is Result.FAIL for r in outputs):
+            failing = True
+            if all(r.result is Result.PASS for r in inputs):
+                first = op_rows[0].pair
+                return Divergence(unit.rank, unit.token, first.op_name, first.op_type, tuple(op_rows),
+                                  timestamp=first.timestamp)  # fmt: skip
+    if failing:
+        note = (
+            "every failing op also has a failing input: the error starts in an op that is not compared "
+            "(see the unmatched list)"
+        )
+        return Divergence(unit.rank, unit.token, None, None, (), note, timestamp=2**63)
+    return None
 
 
 def _severity(row: Row) -> tuple:
@@ -287,10 +325,92 @@ def _severity(row: Row) -> tuple:
     return (0.0, 0.0)
 
 
+class _RankAccumulator:
+    """What is kept of a rank while its rows stream past: counts, the worst rows, divergences."""
+
+    def __init__(self, rank: Optional[int], writer, keep_rows: bool) -> None:
+        self.rank, self.writer, self.keep_rows = rank, writer, keep_rows
+        self.counts = Counts()
+        self.worst: list[tuple[tuple, int, Row]] = []  # a heap of the top WORST_ROWS by severity
+        self.divergences: dict[int, Divergence] = {}
+        self.target_ops = self.ops_in_rows = 0
+        self.rows: list[Row] = []
+        self.unmatched: list[Unmatched] = []
+        self._seen = 0
+
+    def add_rows(self, rows: Sequence[Row]) -> None:
+        results = [r.result for r in rows]
+        self.counts = replace(
+            self.counts,
+            rows=self.counts.rows + len(rows),
+            passed=self.counts.passed + results.count(Result.PASS),
+            failed=self.counts.failed + results.count(Result.FAIL),
+            not_compared=self.counts.not_compared + results.count(Result.NA),
+            rows_from_index=self.counts.rows_from_index + sum(r.from_index for r in rows),
+        )
+        for row in rows:
+            if row.result is Result.FAIL:
+                self._seen += 1
+                item = (_severity(row), -self._seen, row)
+                if len(self.worst) < WORST_ROWS:
+                    heapq.heappush(self.worst, item)
+                else:
+                    heapq.heappushpop(self.worst, item)
+        if self.writer is not None:
+            self.writer.add_rows(rows)
+        if self.keep_rows:
+            self.rows.extend(rows)
+
+    def add_unmatched(self, items: Sequence[Unmatched]) -> None:
+        target = sum(u.role is Role.TARGET for u in items)
+        self.counts = replace(
+            self.counts,
+            unmatched_target=self.counts.unmatched_target + target,
+            unmatched_golden=self.counts.unmatched_golden + len(items) - target,
+        )
+        if self.writer is not None:
+            self.writer.add_unmatched(items)
+        if self.keep_rows:
+            self.unmatched.extend(items)
+
+    def add_unit(self, result: _UnitResult) -> None:
+        self.add_rows(result.rows)
+        self.add_unmatched(result.unmatched)
+        self.target_ops += result.target_ops
+        self.ops_in_rows += result.ops_in_rows
+        d = result.divergence
+        if d is not None and (d.token not in self.divergences or d.timestamp < self.divergences[d.token].timestamp):
+            self.divergences[d.token] = d
+
+    def result(self) -> RankResult:
+        worst = tuple(row for _, _, row in sorted(self.worst, reverse=True))
+        return RankResult(
+            rank=self.rank,
+            counts=self.counts,
+            divergences=tuple(self.divergences[t] for t in sorted(self.divergences)),
+            worst=worst,
+            target_ops=self.target_ops,
+            ops_in_rows=self.ops_in_rows,
+            rows=tuple(self.rows),
+            unmatched=tuple(self.unmatched),
+        )
+
+
 def run_compare(
-    options: CompareOptions, progress: Optional[Callable[[int, int], None]] = None
+    options: CompareOptions,
+    output_dir: Optional[Path] = None,
+    *,
+    highlight: bool = False,
+    progress: Optional[Callable[[int, int], None]] = None,
+    keep_rows: bool = False,
 ) -> tuple[CompareResult, CompareInputs]:
-    """Run a compare; raises CompareError (one line) when it cannot run at all."""
+    """Run a compare and, with `output_dir`, stream its report files there (see tcmp.compare.report).
+
+    Raises CompareError (one line) when it cannot run at all; report files appear only when it completes.
+    `keep_rows` keeps every row and unmatched item in the result (for tests and library users; the CLI streams).
+    """
+    from .report import ReportSet  # report builds on this module's records
+
     inputs = collect(
         options.target, options.golden, rank=options.rank, target_run=options.target_run,
         golden_run=options.golden_run, fx_token_base=options.fx_token_base,
@@ -298,34 +418,37 @@ def run_compare(
     )  # fmt: skip
     mode, reason = _resolve_mode(options.mode, inputs)
     units = [unit for binding in inputs.bindings for unit in _units(binding, inputs.golden_kind)]
-    results = _run_units(units, mode, options, progress)
-    rows = _with_colours([row for r in results for row in r.rows], options.thresholds)
-    unmatched = list(inputs.unmatched) + [u for r in results for u in r.unmatched]
-    for binding in inputs.bindings:
-        unmatched += _golden_leftovers(binding, [r for u, r in zip(units, results) if _same(u, binding)])
-    target_ops: dict[Optional[int], set] = defaultdict(set)
-    for unit, result in zip(units, results):
-        target_ops[unit.rank].update(result.target_ops)
-    ranks = []
-    for rank in inputs.ranks:
-        rank_rows = [r for r in rows if r.pair.rank == rank]
-        rank_unmatched = [u for u in unmatched if u.rank == rank or (u.rank is None and len(inputs.ranks) == 1)]
-        in_rows = {(r.pair.graph, r.pair.token, r.pair.order) for r in rank_rows}
-        total = target_ops.get(rank, set())
-        worst = sorted((r for r in rank_rows if r.result is Result.FAIL), key=_severity, reverse=True)[:10]
-        ranks.append(
-            RankResult(
-                rank=rank,
-                rows=tuple(rank_rows),
-                unmatched=tuple(rank_unmatched),
-                divergences=tuple(_divergences(rank_rows)),
-                worst=tuple(worst),
-                target_ops=len(total),
-                ops_in_rows=len(in_rows),
-                ops_unmatched_only=len(total) - len(in_rows),
-            )
-        )
-    result = CompareResult(options, inputs.golden_kind, mode, reason, tuple(ranks), inputs.notes)
+    reports = ReportSet(output_dir, mode, highlight) if output_dir is not None else None
+    try:
+        accumulators = {
+            rank: _RankAccumulator(rank, reports.writer(rank) if reports else None, keep_rows) for rank in inputs.ranks
+        }
+        for u in inputs.unmatched:  # files of no particular rank (unusable names …) go to the first rank's list
+            accumulators[u.rank if u.rank in accumulators else inputs.ranks[0]].add_unmatched([u])
+        # every binding has at least one token; its golden leftovers are known once its last token is done
+        bindings = {(b.rank, b.model): b for b in inputs.bindings}
+        seen: dict[tuple, list[_UnitResult]] = defaultdict(list)
+        remaining: dict[tuple, int] = defaultdict(int)
+        for unit in units:
+            remaining[(unit.rank, unit.model)] += 1
+        for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options)), start=1):
+            accumulators[unit.rank].add_unit(result)
+            key = (unit.rank, unit.model)
+            seen[key].append(replace(result, rows=(), unmatched=(), divergence=None))  # keep what leftovers need
+            remaining[key] -= 1
+            if remaining[key] == 0:
+                accumulators[unit.rank].add_unmatched(_golden_leftovers(bindings[key], seen.pop(key)))
+            if progress:
+                progress(done, len(units))
+        ranks = tuple(acc.result() for acc in accumulators.values())
+        result = CompareResult(options, inputs.golden_kind, mode, reason, ranks, inputs.notes)
+        if reports is not None:
+            written = reports.finish(result)
+            result = replace(result, ranks=tuple(replace(r, report=written.get(r.rank)) for r in ranks))
+    except BaseException:
+        if reports is not None:
+            reports.abort()
+        raise
     return result, inputs
 
 

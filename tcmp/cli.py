@@ -162,7 +162,6 @@ def compare(
     """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
     from tcmp.compare.console import print_summary
     from tcmp.compare.records import CompareError
-    from tcmp.compare.report import write_reports
     from tcmp.compare.run import CompareOptions, DataMode, run_compare
     from tcmp.compare.verdict import Thresholds
 
@@ -188,15 +187,14 @@ def compare(
             def advance(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            result, _ = run_compare(options, advance)
-        reports = write_reports(result, output_path, highlight=highlight)
+            result, _ = run_compare(options, output_path, highlight=highlight, progress=advance)
     except CompareError as exc:
         raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
     except OSError as exc:
         if logging.getLogger().isEnabledFor(logging.DEBUG):
             raise
         raise _fail(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")) from None
-    print_summary(out, result, reports)
+    print_summary(out, result)
     if fail_on_diff and result.failed:
         raise typer.Exit(EXIT_FAILURES)
 
@@ -216,7 +214,7 @@ def demo(
     err.print(f"writing a synthetic dump pair under {root} …", highlight=False)
     demo_result = run_demo(root, jobs=jobs)
     out.print(f"injected faults: {', '.join(demo_result.faults)}")
-    print_summary(out, demo_result.result, demo_result.reports)
+    print_summary(out, demo_result.result)
 
 
 @app.command()

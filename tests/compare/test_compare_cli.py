@@ -99,7 +99,7 @@ def test_no_partial_report_when_the_compare_fails(scenario, tmp_path, monkeypatc
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(report, "_write_xlsx", broken)
+    monkeypatch.setattr(report._XlsxStream, "close", broken)
     result = compare(scenario, "--output_path", str(tmp_path), "--highlight")
     assert result.exit_code == 3 and "No space left" in result.output
     assert list(tmp_path.iterdir()) == []  # nothing half-written that looks like a report

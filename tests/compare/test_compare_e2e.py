@@ -82,7 +82,7 @@ def fx_scenarios(tmp_path_factory) -> dict[FxEra, Scenario]:
 @pytest.mark.parametrize("era", list(FxEra), ids=lambda e: e.value)
 def test_ge_vs_fx_every_layout_era(fx_scenarios, era):
     scenario = fx_scenarios[era]
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     assert result.golden_kind.value == "fx" and result.mode.value == "tensor"
     assert sorted({r.pair.token for rank in result.ranks for r in rank.rows}) == [0, 1]  # 0-based in every era
     check_against_manifest(scenario, result)
@@ -90,14 +90,14 @@ def test_ge_vs_fx_every_layout_era(fx_scenarios, era):
 
 def test_ge_vs_fusion_off_ge(fx_scenarios):
     scenario = fx_scenarios[FxEra.RANKED]
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge))
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge), keep_rows=True)
     assert result.golden_kind.value == "ge"
     check_against_manifest(scenario, result)
 
 
 def test_repeated_executions_pair_in_order(fx_scenarios):
     scenario = fx_scenarios[FxEra.RANKED]
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     rows = [r for r in result.ranks[0].rows if r.pair.op_name == "Mul_rep_0" and r.pair.io.value == "output"]
     # the two executions hold different values (x1, x2): paired the wrong way round they would fail
     assert sorted(r.pair.execution for r in rows) == [0, 0, 1, 1]
@@ -106,7 +106,7 @@ def test_repeated_executions_pair_in_order(fx_scenarios):
 
 def test_outputs_paired_by_their_fx_output_index(fx_scenarios):
     scenario = fx_scenarios[FxEra.RANKED]
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     rows = {r.pair.api_name: r for r in result.ranks[0].rows if r.pair.token == 0}
     # ArgMaxWithValue returns (indices, values); FX max.dim returns (values, indices)
     assert "OUTPUT.1" in rows["ArgMaxWithValue_0.output.0"].pair.bench.label
@@ -126,7 +126,7 @@ def multi_rank(tmp_path_factory) -> Scenario:
 
 
 def test_multi_rank_and_multi_graph(multi_rank):
-    result, inputs = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx))
+    result, inputs = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx), keep_rows=True)
     assert [r.rank for r in result.ranks] == [0, 1]
     assert {(b.rank, b.model) for b in inputs.bindings} == {(r, f"graph_{n}_0") for r in (0, 1) for n in (2, 10)}
     # graph 2 is bound to graph 2's file and FX directory, graph 10 to graph 10's: never by position
@@ -138,10 +138,10 @@ def test_multi_rank_and_multi_graph(multi_rank):
 
 
 def test_rank_option(multi_rank):
-    result, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=1))
+    result, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=1), keep_rows=True)
     assert [r.rank for r in result.ranks] == [1]
     with pytest.raises(CompareError, match="--rank 5"):
-        run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=5))
+        run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=5), keep_rows=True)
 
 
 def test_fused_names_hashed_and_truncated(tmp_path):
@@ -149,7 +149,7 @@ def test_fused_names_hashed_and_truncated(tmp_path):
     config = ScenarioConfig(model=ModelConfig(layers=4, long_names=(2, 3)), tokens=1, faults=faults)
     scenario = write_scenario(tmp_path, config)
     for golden in (scenario.golden_fx, scenario.golden_ge):
-        result, _ = run_compare(CompareOptions(scenario.target, golden))
+        result, _ = run_compare(CompareOptions(scenario.target, golden), keep_rows=True)
         check_against_manifest(scenario, result)
         names = {r.pair.op_name for r in result.ranks[0].rows}
         assert any(n.startswith("model/decoder/layers_2") and "Mul_1_2" in n for n in names)  # the hashed file
@@ -158,7 +158,7 @@ def test_fused_names_hashed_and_truncated(tmp_path):
 def test_ffts_slices_and_capture_names(tmp_path):
     config = ScenarioConfig(tokens=1, ffts_ops=("SoftmaxV2_0",), capture_names=True, faults=FAULTS[:2])
     scenario = write_scenario(tmp_path, config)
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     check_against_manifest(scenario, result)
     softmax = [r for r in result.ranks[0].rows if r.pair.op_name == "SoftmaxV2_0"]
     assert softmax and "FFTS+" in softmax[0].pair.npu.label
@@ -167,7 +167,7 @@ def test_ffts_slices_and_capture_names(tmp_path):
 @pytest.mark.parametrize("mode", [DataMode.STATISTICS, DataMode.MD5])
 def test_statistics_and_md5_modes(fx_scenarios, mode):
     scenario = fx_scenarios[FxEra.RANKED]
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge, mode=mode))
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge, mode=mode), keep_rows=True)
     assert result.mode.value == mode.value
     check_against_manifest(scenario, result)
 
@@ -176,7 +176,7 @@ def test_summary_only_inputs_take_part_in_statistics_mode(tmp_path):
     faults = (Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.2), Fault("layers.1/SoftmaxV2_1", FaultKind.NAN))
     scenario = write_scenario(tmp_path, ScenarioConfig(tokens=2, faults=faults))
     assert to_appendix_min_max(scenario.golden_fx) > 0 and to_stats_csv(scenario.target) > 0
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     assert result.mode.value == "statistics" and "summaries only" in result.mode_reason
     rows = result.ranks[0].rows
     failing = {(r.pair.token, r.pair.op_name) for r in rows if r.result is Result.FAIL}
@@ -187,7 +187,7 @@ def test_summary_only_inputs_take_part_in_statistics_mode(tmp_path):
 def test_propagated_fault_first_divergence(tmp_path):
     config = ScenarioConfig(tokens=2, faults=(Fault("MatMul_0", FaultKind.REL_ERROR),), propagate_faults=True)
     scenario = write_scenario(tmp_path, config)
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     rank = result.ranks[0]
     assert sum(r.result is Result.FAIL for r in rank.rows) > 10  # everything downstream is off too
     assert [(d.token, d.op_name) for d in rank.divergences] == [(0, "MatMul_0"), (1, "MatMul_0")]
@@ -199,16 +199,19 @@ def test_two_runs_in_one_tree_are_refused(tmp_path):
     run = next(rank_dir.iterdir())
     shutil.copytree(run, rank_dir / "20261129120000")
     with pytest.raises(CompareError, match="2 runs") as info:
-        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     assert "--target-run" in str(info.value)
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx, target_run="20261129120000"))
+    result, _ = run_compare(
+        CompareOptions(scenario.target, scenario.golden_fx, target_run="20261129120000"), keep_rows=True
+    )
     assert result.ranks[0].rows and all(r.result is Result.PASS for r in result.ranks[0].rows)
     gm = next(scenario.golden_fx.glob("worldsize*/gm_*"))
     shutil.copytree(gm, gm.parent / "gm_20261129130000000000_dump")
     with pytest.raises(CompareError, match="runs of graph"):
-        run_compare(CompareOptions(scenario.target, scenario.golden_fx, target_run="20261129120000"))
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx, target_run="20261129120000"), keep_rows=True)
     result, _ = run_compare(
-        CompareOptions(scenario.target, scenario.golden_fx, target_run="20261129120000", golden_run=gm.name)
+        CompareOptions(scenario.target, scenario.golden_fx, target_run="20261129120000", golden_run=gm.name),
+        keep_rows=True,
     )
     assert result.ranks[0].rows
 
@@ -235,7 +238,7 @@ def test_malformed_inputs_give_one_clear_message(tmp_path):
     for rank_dir in scenario.golden_fx.glob("worldsize*"):
         rank_dir.rename(rank_dir.with_name("worldsize1_global_rank7"))
     with pytest.raises(CompareError, match="no common rank"):
-        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
 
 
 def test_missing_or_broken_graph_file(tmp_path):
@@ -243,8 +246,8 @@ def test_missing_or_broken_graph_file(tmp_path):
     for graph in scenario.target.glob("dynamo_original_graph_*"):
         graph.write_text('op { name: "unterminated')
     with pytest.raises(CompareError, match=r"graph file .* unusable"):
-        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     for graph in scenario.target.glob("dynamo_*"):
         graph.unlink()
     with pytest.raises(CompareError, match="no dynamo_original_graph"):
-        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
