@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .records import Row
-from .report import number
 from .run import CompareResult, RankResult
+from .table import number
 
 
 def _worst_table(rows: Sequence[Row]) -> Table:

@@ -27,7 +27,8 @@ from .fusion import GraphView
 from .match import match_token
 from .metrics import NA, Mode
 from .records import RAW_KINDS, Role, Row, Unmatched
-from .verdict import Result, Thresholds, colour, magnitude_jump
+from .table import row_cells
+from .verdict import Colour, Result, Thresholds, colour, magnitude_jump
 
 WORST_ROWS = 10
 
@@ -143,13 +144,19 @@ class _Unit:
 
 @dataclass(frozen=True)
 class _UnitResult:
-    rows: tuple[Row, ...]  # coloured, in execution order
+    """What a worker sends back: the rows already rendered to cells (strings travel cheaper than records), the
+    counts, its few worst rows and its divergence; the full rows only when they are to be kept."""
+
+    cells: tuple[tuple[tuple[str, ...], Colour], ...]  # in execution order
+    counts: Counts
+    worst: tuple[Row, ...]
     unmatched: tuple[Unmatched, ...]
     used_golden: frozenset[Path]
     fused_into: tuple[tuple[str, str], ...]
     target_ops: int
     ops_in_rows: int
     divergence: Optional[Divergence]
+    rows: tuple[Row, ...] = ()
 
 
 def _by_token(files: Iterable[DumpFile]) -> dict[int, list[DumpFile]]:
@@ -200,8 +207,9 @@ def _units(binding: Binding, kind: GoldenKind) -> list[_Unit]:
     ]  # fmt: skip
 
 
-def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds) -> _UnitResult:
-    """Plan one token (headers, executions, pairs), compare its pairs, colour the rows, find its divergence."""
+def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool = False) -> _UnitResult:
+    """Plan one token (headers, executions, pairs), compare its pairs, colour and render the rows, count them,
+    find the token's divergence and worst rows."""
     view = GraphView(unit.graph) if unit.graph is not None else None
     executions = ge_executions(unit.target_files)
     if unit.golden_files is None or (unit.kind is GoldenKind.FX and view is None):
@@ -211,7 +219,7 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds) -> _UnitResul
             Unmatched(Role.TARGET, unit.rank, unit.token, e.op_name, e.op_type, None, None, str(e.files[0].path), why)
             for e in executions
         )  # fmt: skip
-        return _UnitResult((), unmatched, frozenset(), (), len(executions), 0, None)
+        return _UnitResult((), Counts(), (), unmatched, frozenset(), (), len(executions), 0, None)
     golden: tuple = ()
     if unit.kind is GoldenKind.FX:
         calls = fx_calls(unit.golden_files)
@@ -223,9 +231,33 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds) -> _UnitResul
     loader = TensorLoader(headers)
     rows = _with_colours([evaluate(p, mode, thresholds, loader) for p in result.pairs], thresholds)
     return _UnitResult(
-        tuple(rows), tuple(result.unmatched), frozenset(result.used_golden), tuple(result.fused_into.items()),
-        len(executions), len({r.pair.order for r in rows}), _divergence(unit, rows),
-    )  # fmt: skip
+        cells=tuple((tuple(row_cells(r, mode)), r.colour) for r in rows),
+        counts=_count(rows),
+        worst=_worst(rows),
+        unmatched=tuple(result.unmatched),
+        used_golden=frozenset(result.used_golden),
+        fused_into=tuple(result.fused_into.items()),
+        target_ops=len(executions),
+        ops_in_rows=len({r.pair.order for r in rows}),
+        divergence=_divergence(unit, rows),
+        rows=tuple(rows) if keep_rows else (),
+    )
+
+
+def _count(rows: Sequence[Row]) -> Counts:
+    results = [r.result for r in rows]
+    return Counts(
+        rows=len(rows),
+        passed=results.count(Result.PASS),
+        failed=results.count(Result.FAIL),
+        not_compared=results.count(Result.NA),
+        rows_from_index=sum(r.from_index for r in rows),
+    )
+
+
+def _worst(rows: Sequence[Row]) -> tuple[Row, ...]:
+    failing = (r for r in rows if r.result is Result.FAIL)
+    return tuple(heapq.nlargest(WORST_ROWS, failing, key=_severity))
 
 
 def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
@@ -241,12 +273,12 @@ def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
     )
 
 
-def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions) -> Iterator[_UnitResult]:
+def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions, keep_rows: bool) -> Iterator[_UnitResult]:
     """Unit results in unit order; with jobs > 1 computed by worker processes."""
     jobs = max(1, options.jobs)
     if jobs == 1 or len(units) < 2:
         for unit in units:
-            yield _compare_unit(unit, mode, options.thresholds)
+            yield _compare_unit(unit, mode, options.thresholds, keep_rows)
         return
     import multiprocessing
 
@@ -261,7 +293,7 @@ def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions) -> I
     with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=context) as pool:
         pending = []
         for unit in units:
-            pending.append(pool.submit(_compare_unit, unit, mode, options.thresholds))
+            pending.append(pool.submit(_compare_unit, unit, mode, options.thresholds, keep_rows))
             if len(pending) > jobs:  # a bounded window: results are consumed, not piled up
                 yield pending.pop(0).result()
         for future in pending:
@@ -331,35 +363,11 @@ class _RankAccumulator:
     def __init__(self, rank: Optional[int], writer, keep_rows: bool) -> None:
         self.rank, self.writer, self.keep_rows = rank, writer, keep_rows
         self.counts = Counts()
-        self.worst: list[tuple[tuple, int, Row]] = []  # a heap of the top WORST_ROWS by severity
+        self.worst: list[Row] = []
         self.divergences: dict[int, Divergence] = {}
         self.target_ops = self.ops_in_rows = 0
         self.rows: list[Row] = []
         self.unmatched: list[Unmatched] = []
-        self._seen = 0
-
-    def add_rows(self, rows: Sequence[Row]) -> None:
-        results = [r.result for r in rows]
-        self.counts = replace(
-            self.counts,
-            rows=self.counts.rows + len(rows),
-            passed=self.counts.passed + results.count(Result.PASS),
-            failed=self.counts.failed + results.count(Result.FAIL),
-            not_compared=self.counts.not_compared + results.count(Result.NA),
-            rows_from_index=self.counts.rows_from_index + sum(r.from_index for r in rows),
-        )
-        for row in rows:
-            if row.result is Result.FAIL:
-                self._seen += 1
-                item = (_severity(row), -self._seen, row)
-                if len(self.worst) < WORST_ROWS:
-                    heapq.heappush(self.worst, item)
-                else:
-                    heapq.heappushpop(self.worst, item)
-        if self.writer is not None:
-            self.writer.add_rows(rows)
-        if self.keep_rows:
-            self.rows.extend(rows)
 
     def add_unmatched(self, items: Sequence[Unmatched]) -> None:
         target = sum(u.role is Role.TARGET for u in items)
@@ -374,7 +382,15 @@ class _RankAccumulator:
             self.unmatched.extend(items)
 
     def add_unit(self, result: _UnitResult) -> None:
-        self.add_rows(result.rows)
+        c, u = self.counts, result.counts
+        self.counts = replace(
+            c, rows=c.rows + u.rows, passed=c.passed + u.passed, failed=c.failed + u.failed,
+            not_compared=c.not_compared + u.not_compared, rows_from_index=c.rows_from_index + u.rows_from_index,
+        )  # fmt: skip
+        self.worst = heapq.nlargest(WORST_ROWS, [*self.worst, *result.worst], key=_severity)
+        if self.writer is not None:
+            self.writer.add_cells(result.cells)
+        self.rows.extend(result.rows)
         self.add_unmatched(result.unmatched)
         self.target_ops += result.target_ops
         self.ops_in_rows += result.ops_in_rows
@@ -383,12 +399,11 @@ class _RankAccumulator:
             self.divergences[d.token] = d
 
     def result(self) -> RankResult:
-        worst = tuple(row for _, _, row in sorted(self.worst, reverse=True))
         return RankResult(
             rank=self.rank,
             counts=self.counts,
             divergences=tuple(self.divergences[t] for t in sorted(self.divergences)),
-            worst=worst,
+            worst=tuple(self.worst),
             target_ops=self.target_ops,
             ops_in_rows=self.ops_in_rows,
             rows=tuple(self.rows),
@@ -431,10 +446,10 @@ def run_compare(
         remaining: dict[tuple, int] = defaultdict(int)
         for unit in units:
             remaining[(unit.rank, unit.model)] += 1
-        for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options)), start=1):
+        for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options, keep_rows)), start=1):
             accumulators[unit.rank].add_unit(result)
             key = (unit.rank, unit.model)
-            seen[key].append(replace(result, rows=(), unmatched=(), divergence=None))  # keep what leftovers need
+            seen[key].append(replace(result, cells=(), worst=(), rows=(), unmatched=(), divergence=None))
             remaining[key] -= 1
             if remaining[key] == 0:
                 accumulators[unit.rank].add_unmatched(_golden_leftovers(bindings[key], seen.pop(key)))

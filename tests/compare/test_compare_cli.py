@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tcmp.cli import app
-from tcmp.compare.report import text
+from tcmp.compare.table import text
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 
