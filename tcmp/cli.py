@@ -4,8 +4,6 @@ Exit codes: 0 done, 1 the command ran but found failures (files that did not par
 `--fail-on-diff`), 2 usage error, 3 runtime error (one line, no traceback unless `--verbose`).
 """
 
-from __future__ import annotations
-
 import enum
 import logging
 import os
@@ -277,6 +275,8 @@ def watch(
             f"{report.incomplete} incomplete, {report.deleted_files} raw files deleted",
             highlight=False,
         )
+    if report.error is not None:
+        raise _fail(report.error)
     raise typer.Exit(report.exit_code if once else 0)
 
 

@@ -5,6 +5,7 @@ in each low-precision dtype (spec §1.5), not from reading the files back with t
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -29,7 +30,8 @@ INFO_FIELDS = {"file", "op", "op_type", "io", "index", "dtype", "format", "devic
                "original_op", "output", "notes"}  # fmt: skip
 ITEMSIZE = {"DT_FLOAT16": 2, "DT_FLOAT": 4, "DT_BF16": 2, "DT_INT32": 4}
 
-runner = CliRunner()
+# click < 8.2 (typer < 0.26, what Python 3.9 gets) mixes stderr into stdout unless told not to
+runner = CliRunner(**({"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}))
 
 
 def invoke(*args: str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,8 @@ from tcmp.compare.table import text
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 
-runner = CliRunner()
+# click < 8.2 (typer < 0.26, what Python 3.9 gets) mixes stderr into stdout unless told not to
+runner = CliRunner(**({"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}))
 
 
 @pytest.fixture(scope="module")
@@ -80,17 +82,17 @@ def test_usage_errors_exit_2(scenario):
     assert compare(scenario, "--data-mode", "bogus").exit_code == 2
     assert runner.invoke(app, ["compare", "--target_path", "x"]).exit_code == 2
     result = compare(scenario, "--rank", "3")
-    assert result.exit_code == 2 and "--rank 3" in result.output
+    assert result.exit_code == 2 and "--rank 3" in result.stderr
 
 
 def test_runtime_errors_exit_3_with_one_line(scenario, tmp_path):
     result = runner.invoke(app, ["compare", "-tp", str(scenario.target), "-gp", str(scenario.target)])
-    assert result.exit_code == 3 and "same dump" in result.output and "Traceback" not in result.output
+    assert result.exit_code == 3 and "same dump" in result.stderr and "Traceback" not in result.stderr
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     result = compare(scenario, "--output_path", str(blocker / "reports"))
-    assert result.exit_code == 3 and "cannot write reports" in result.output
-    assert len(result.output.strip().splitlines()) == 1
+    assert result.exit_code == 3 and "cannot write reports" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""
 
 
 def test_no_partial_report_when_the_compare_fails(scenario, tmp_path, monkeypatch):
@@ -101,7 +103,7 @@ def test_no_partial_report_when_the_compare_fails(scenario, tmp_path, monkeypatc
 
     monkeypatch.setattr(report._XlsxStream, "close", broken)
     result = compare(scenario, "--output_path", str(tmp_path), "--highlight")
-    assert result.exit_code == 3 and "No space left" in result.output
+    assert result.exit_code == 3 and "No space left" in result.stderr
     assert list(tmp_path.iterdir()) == []  # nothing half-written that looks like a report
 
 

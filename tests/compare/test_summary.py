@@ -83,6 +83,16 @@ def test_float16_every_finite_code_and_single_sign_chunks():
     assert summarize(positive).min == 0.0 and summarize(np.array([-0.0, -1.0], np.float16)).max == 0.0
 
 
+def test_float16_at_an_unaligned_address_as_in_ge_payloads():
+    values = (np.random.default_rng(7).standard_normal(F16_CHUNK + 5) * 100).astype(np.float16)
+    values[9] = np.nan
+    raw = b"\0" + values.tobytes()
+    unaligned = np.frombuffer(raw, dtype=np.float16, offset=1)
+    assert not unaligned.flags.aligned
+    assert_matches(unaligned)
+    assert repr(summarize(unaligned)) == repr(summarize(values))
+
+
 def test_integers_bools_complex_and_empty():
     assert_matches(np.arange(-50, 1000, dtype=np.int64).reshape(5, -1)[:, :3].copy())
     assert_matches(np.array([2**40, -(2**40), 7], dtype=np.int64))
