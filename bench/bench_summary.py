@@ -157,6 +157,7 @@ def _start_daemon(root: Path, log: Path, *args: str) -> subprocess.Popen:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=log.parent,
         )
 
 
@@ -330,7 +331,7 @@ def _fake_index(root: Path, files: int, per_directory: int = 250) -> None:
     )
     conn.executemany(
         "INSERT INTO tensors (file_id, position, io, io_index, kind, dtype, shape, has_summary, numel, min, max, "
-        "mean, l2norm, nan_count, inf_count, crc32, nan_fields) VALUES (?, 0, 'output', 0, 'tensor', 'float32', "
+        "mean, l2norm, nan_count, inf_count, crc32, float_flags) VALUES (?, 0, 'output', 0, 'tensor', 'float32', "
         "'32,32', 1, 1024, -3.0, 3.0, 0.0, 32.0, 0, 0, ?, 0)",
         ((n + 1, n) for n in range(files)),
     )

@@ -1,0 +1,219 @@
+"""Worker side of the daemon: examine one file (place it, check it is complete, summarize or parse it) and the
+process pool that runs those examinations.
+
+A worker never writes the index and never deletes anything: it returns a typed result, and the dispatcher and the
+writer thread decide what happens next. Completeness is the readers' own size check (GE: `8 + L + Σ sizes` equals
+the file size; `.npy`: the header's promise): `summarize_file` raises DumpIncomplete for a short file, so the
+check costs no extra read. The file's (inode, size, mtime) is taken before and after reading; if it changed, the
+content that was read is not the file's final content and the result says "not ready".
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+import stat
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+from tcmp.compare.summary import summarize_file
+from tcmp.schemas.errors import DumpCorrupt, DumpError, DumpIncomplete, GraphParseError, describe
+from tcmp.schemas.ge_names import is_hashed_name, read_mapping
+from tcmp.schemas.graph import read_graph
+from tcmp.schemas.index import FileKey, GraphRow, SummaryRow
+from tcmp.schemas.layout import DumpFile, GraphFile, Unrecognized, locate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Summarized:
+    path: str
+    row: SummaryRow
+
+
+@dataclass(frozen=True)
+class GraphParsed:
+    path: str
+    row: GraphRow
+
+
+@dataclass(frozen=True)
+class NotReady:
+    """Shorter than its header promises (`truncated`), changed while it was read, or a hashed name whose
+    mapping.csv row is not written yet: look again later."""
+
+    path: str
+    key: FileKey
+    reason: str
+    located: Union[DumpFile, GraphFile, None]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Cannot be used as it is: corrupt, unreadable, or a name that cannot be placed."""
+
+    path: str
+    key: Optional[FileKey]
+    error: str
+    located: Union[DumpFile, GraphFile, None]
+
+
+@dataclass(frozen=True)
+class Vanished:
+    path: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Not a dump file after all (not a regular file, or a name locate() ignores)."""
+
+    path: str
+    reason: str
+
+
+WorkResult = Union[Summarized, GraphParsed, NotReady, Failed, Vanished, Skipped]
+
+_HASHED_SUFFIXES = ("_min_max.npz", ".csv")
+
+
+def _mapping_for(path: Path) -> tuple[Optional[dict[str, str]], Optional[str]]:
+    """The directory's mapping.csv when the name is a hashed long name, and this file's row of it."""
+    if not is_hashed_name(path.name):
+        return None, None
+    mapping = read_mapping(path.parent)
+    stem = next((path.name[: -len(s)] for s in _HASHED_SUFFIXES if path.name.endswith(s)), path.name)
+    return mapping, mapping.get(stem)
+
+
+def examine(path_text: str) -> WorkResult:
+    """Place, check and summarize (or parse) one file. Never raises for a problem of the file itself."""
+    path = Path(path_text)
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        return Vanished(path_text)
+    except OSError as exc:
+        return Failed(path_text, None, f"cannot stat: {exc.strerror or exc}", None)
+    if not stat.S_ISREG(before.st_mode):
+        return Skipped(path_text, "not a regular file")
+    key = FileKey.of(before)
+    located: Union[DumpFile, GraphFile, Unrecognized, None] = None
+    try:
+        mapping, mapped_name = _mapping_for(path)
+        if mapping is not None and mapped_name is None:  # the runtime may append the row after the file
+            return NotReady(path_text, key, "hashed long name without a mapping.csv row (yet)", None)
+        located = locate(path, mapping=mapping if mapping is not None else {})
+        if located is None:
+            return Skipped(path_text, "not a dump file name")
+        if isinstance(located, Unrecognized):
+            return Failed(path_text, key, located.reason, None)
+        if isinstance(located, GraphFile):
+            result: WorkResult = GraphParsed(path_text, GraphRow(located, key, read_graph(path)))
+        else:
+            summary = summarize_file(located)
+            result = Summarized(path_text, SummaryRow(located, key, summary, mapped_name=mapped_name))
+    except DumpIncomplete as exc:
+        return NotReady(path_text, key, exc.message, _placed(located), truncated=True)
+    except (DumpCorrupt, GraphParseError, DumpError) as exc:
+        return Failed(path_text, key, describe(exc), _placed(located))
+    except FileNotFoundError:
+        return Vanished(path_text)
+    except PermissionError as exc:
+        return Failed(path_text, key, f"cannot read: {exc.strerror or 'permission denied'}", _placed(located))
+    except OSError as exc:
+        return Failed(path_text, key, f"cannot read: {exc.strerror or exc}", _placed(located))
+    except Exception as exc:  # a reader bug must cost one file, not the daemon
+        return Failed(path_text, key, f"unexpected {describe(exc)}", _placed(located))
+    try:
+        after = os.lstat(path)
+    except FileNotFoundError:
+        return Vanished(path_text)
+    if FileKey.of(after) != key:
+        return NotReady(path_text, FileKey.of(after), "changed while it was read", _placed(located))
+    return result
+
+
+def _placed(located: object) -> Union[DumpFile, GraphFile, None]:
+    return located if isinstance(located, (DumpFile, GraphFile)) else None
+
+
+def examine_batch(paths: tuple[str, ...]) -> tuple[WorkResult, ...]:
+    """Several files per task: one round trip to the worker for many small files."""
+    return tuple(examine(path) for path in paths)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The pool
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _init_worker() -> None:
+    """Workers die with the daemon (even on kill -9) and leave Ctrl-C to it, so it can drain and commit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the daemon's stop path still shuts the pool down
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+class WorkerPool:
+    """`workers` spawned processes for dump files, plus one for graph files (parsing a big graph text file takes
+    minutes of pure Python and must not hold up dump files). `workers=0` runs everything in one thread of this
+    process (debugging, tests).
+
+    Submit only from one thread: the kernel ties a worker's parent-death signal to the thread that started it.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(variable, "1")  # one BLAS thread per worker: the workers are the parallelism
+        self._files = self._new_executor(max(workers, 1))
+        self._graphs: Optional[concurrent.futures.Executor] = None
+
+    def _new_executor(self, size: int) -> concurrent.futures.Executor:
+        if self.workers == 0:
+            return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tcmp-examine")
+        context = multiprocessing.get_context("spawn")  # the daemon runs threads: never fork it
+        return concurrent.futures.ProcessPoolExecutor(max_workers=size, mp_context=context, initializer=_init_worker)
+
+    def warm_up(self) -> None:
+        """Start every worker now (a spawned worker needs ~1 s to import numpy and the readers), so the first
+        files of a dump do not wait for it."""
+        if self.workers > 0:
+            for _ in range(self.workers):
+                self._files.submit(examine_batch, ())
+
+    def submit_files(self, paths: tuple[str, ...]) -> Future:
+        return self._files.submit(examine_batch, paths)
+
+    def submit_graph(self, path: str) -> Future:
+        if self._graphs is None:
+            self._graphs = self._new_executor(1)
+        return self._graphs.submit(examine_batch, (path,))
+
+    def restart(self) -> None:
+        """Replace executors broken by a worker that died (killed, out of memory)."""
+        for name in ("_files", "_graphs"):
+            executor = getattr(self, name)
+            if executor is not None and getattr(executor, "_broken", False):
+                executor.shutdown(wait=False, cancel_futures=True)
+                setattr(self, name, self._new_executor(max(self.workers, 1)) if name == "_files" else None)
+
+    def shutdown(self) -> None:
+        for executor in (self._files, self._graphs):
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,174 @@
+"""Raw retention: which summarized raw dump files to delete, and the thread that deletes them after the commit.
+
+The writer thread decides *before* committing a summary whether its raw file goes (the decision is stored in the
+row's raw_deleted flag, in the same transaction), and hands the deletion to `Deleter` only *after* the commit
+returned. So a raw file is never deleted before its summary is durable; a crash between the commit and the unlink
+leaves the file on disk with raw_deleted set, and the next start-up scan deletes it then.
+
+Only raw tensor dumps (GE binary dumps, FX `.npy` tensors) that are regular files inside the watched root, and
+still exactly the file that was summarized (same inode, size, mtime), are ever deleted. Graph files, stats CSVs,
+`_min_max` files, mapping.csv and anything else are never touched. Empty directories are left alone: torchair
+creates a step directory right before writing into it, and removing one under its feet would break the dump.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import queue
+import re
+import stat
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from tcmp.schemas.index import FileKey
+from tcmp.schemas.layout import DumpFile, FileKind, classify_name
+
+log = logging.getLogger(__name__)
+
+DELETABLE_KINDS = frozenset({FileKind.GE_BINARY, FileKind.FX_NPY})
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def parse_size(text: str) -> int:
+    """'50G', '1.5T', '500MiB', '4096' -> bytes (binary units)."""
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(f"not a size: {text!r} (examples: 4096, 500M, 50G, 1.5T)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """`drop_raw`: delete raw dump files once summarized; `raw_budget`: but keep the first that many bytes of
+    them (per watched root); `keep_raw_ops`: glob patterns of op names or types whose raw files are always kept."""
+
+    drop_raw: bool = False
+    raw_budget: int = 0
+    keep_raw_ops: tuple[str, ...] = ()
+
+    def keeps_op(self, file: DumpFile, header_op_name: Optional[str]) -> bool:
+        names = [n for n in (file.op_name, header_op_name, file.op_type) if n]
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.keep_raw_ops for name in names)
+
+
+class RawBudget:
+    """Running total of kept raw bytes under one root; decides deletions in commit order (writer thread only)."""
+
+    def __init__(self, policy: RetentionPolicy, kept_bytes: int) -> None:
+        self.policy = policy
+        self.kept_bytes = kept_bytes
+
+    def should_delete(self, file: DumpFile, header_op_name: Optional[str], size: int) -> bool:
+        if not self.policy.drop_raw or file.kind not in DELETABLE_KINDS:
+            return False
+        if self.policy.keeps_op(file, header_op_name):
+            return False
+        if self.kept_bytes + size <= self.policy.raw_budget:
+            self.kept_bytes += size
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """Delete `path` (summarized as `key`, committed in commit `seq` of `index`; seq None: an earlier run's)."""
+
+    path: str
+    root: str
+    index: Path
+    key: FileKey
+    seq: Optional[int]
+
+
+@dataclass(frozen=True)
+class DeletionFailed:
+    deletion: Deletion
+    reason: str
+
+
+class Deleter:
+    """Unlinks raw files after their commit (unlink costs ~80 µs, more than summarizing a small file, so it gets
+    its own thread). `on_failed` hears about files that were kept after all, so the index can say so."""
+
+    def __init__(self, on_failed: Callable[[DeletionFailed], None]) -> None:
+        self._thread = threading.Thread(target=self._run, name="tcmp-deleter", daemon=True)
+        self._inbox: queue.SimpleQueue[Optional[Deletion]] = queue.SimpleQueue()
+        self._on_failed = on_failed
+        self._lock = threading.Lock()
+        self._plain_directories: dict[str, bool] = {}
+        self.deleted_files = 0
+        self.deleted_bytes = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def put(self, deletion: Deletion) -> None:
+        self._inbox.put(deletion)
+
+    def stop(self) -> None:
+        """Finish the deletions already handed over, then end."""
+        self._inbox.put(None)
+
+    def _run(self) -> None:
+        while True:
+            deletion = self._inbox.get()
+            if deletion is None:
+                return
+            try:
+                reason = self._unlink(deletion)
+            except Exception as exc:  # never let one file end the thread
+                reason = f"unexpected {type(exc).__name__}: {exc}"
+            if reason is not None:
+                log.warning("kept raw file %s: %s", deletion.path, reason)
+                self._on_failed(DeletionFailed(deletion, reason))
+
+    def _plain_directory(self, directory: str) -> bool:
+        """No symlink on the way to `directory` (realpath is ~100 µs for a deep path: cached per directory, and
+        dump directories hold hundreds of files)."""
+        known = self._plain_directories.get(directory)
+        if known is None:
+            if len(self._plain_directories) > 4096:
+                self._plain_directories.clear()
+            known = self._plain_directories[directory] = os.path.realpath(directory) == directory
+        return known
+
+    def _unlink(self, deletion: Deletion) -> Optional[str]:
+        """None when deleted (or already gone), else why the file was kept."""
+        path = deletion.path
+        if classify_name(os.path.basename(path)) not in DELETABLE_KINDS:
+            return "not a raw dump file"
+        if not path.startswith(deletion.root.rstrip("/") + "/") or not self._plain_directory(os.path.dirname(path)):
+            return f"not a file of the watched root {deletion.root} (symlink or outside it)"
+        try:
+            current = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(current.st_mode):
+            return "not a regular file"
+        if FileKey.of(current) != deletion.key:
+            return "changed since it was summarized"
+        # logged before the unlink, so that no deletion ever goes unlogged (a kill right after it included)
+        after = "an earlier run's commit" if deletion.seq is None else f"commit {deletion.seq}"
+        log.debug("deleting raw %s (%d bytes; summary in %s of %s)", path, deletion.key.size, after, deletion.index)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"cannot delete: {exc.strerror or exc}"
+        with self._lock:
+            self.deleted_files += 1
+            self.deleted_bytes += deletion.key.size
+        return None

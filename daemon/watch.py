@@ -1,0 +1,179 @@
+"""inotify through watchdog: which events mean "a file may be finished", and knowing when events were lost.
+
+Subscribed events (spec/ecosystem-notes.md §1): `closed` (IN_CLOSE_WRITE, the writer finished), `created` (files
+written into a new directory before its watch existed reach us only as watchdog's simulated creates; a create
+does not mean complete) and `moved` (tmp + rename writers never close the final name). watchdog turns this filter
+into the kernel's inotify mask, so nothing else is even queued.
+
+The kernel queue can overflow under a fast writer; events are then lost. watchdog 7.1 logs a warning and rebuilds
+its watches but tells no handler, older versions drop the overflow event silently. Both are caught here — the
+log record through a logging.Handler, the raw IN_Q_OVERFLOW event through a thin wrapper of watchdog's event
+buffer parser — and turned into one callback, after which the daemon reconciles by listing the tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Callable
+
+from watchdog.events import (
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+
+log = logging.getLogger(__name__)
+
+EventCallback = Callable[[str, str], None]  # (event kind: "closed" | "created" | "moved" | "dir", path)
+EVENT_FILTER = [FileClosedEvent, FileCreatedEvent, FileMovedEvent, DirMovedEvent]
+
+
+class _Handler(FileSystemEventHandler):
+    """O(1) per event: hand the path over, nothing else (the observer thread must keep draining the queue)."""
+
+    def __init__(self, on_event: EventCallback) -> None:
+        self._on_event = on_event
+
+    def dispatch(self, event: FileSystemEvent) -> None:
+        kind = event.event_type
+        if event.is_directory:
+            if kind == "moved":  # a directory moved in: list it, its files announce nothing
+                self._on_event("dir", os.fsdecode(event.dest_path))
+            return
+        if kind == "moved":
+            self._on_event("moved", os.fsdecode(event.dest_path))
+        elif kind in ("closed", "created"):
+            self._on_event(kind, os.fsdecode(event.src_path))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Overflow detection (process-wide: watchdog's inotify layer is shared by all observers of the process)
+
+_overflow_callbacks: list[Callable[[], None]] = []
+_install_lock = threading.Lock()
+_installed = False
+
+
+def _notify_overflow() -> None:
+    for callback in list(_overflow_callbacks):
+        callback()
+
+
+class _OverflowLogHook(logging.Handler):
+    """watchdog 7.1: `WARNING ... Inotify queue overflowed; filesystem events were lost`."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING and "queue overflowed" in record.getMessage():
+            _notify_overflow()
+
+
+def _wrap_event_parser() -> bool:
+    """Spot IN_Q_OVERFLOW (wd == -1) in the raw events; works across watchdog 4-7, whose parser is a static
+    method of InotifyFD (7.x) or Inotify (older)."""
+    try:
+        from watchdog.observers import inotify_c
+    except ImportError:  # not Linux
+        return False
+    owner = getattr(inotify_c, "InotifyFD", None) or getattr(inotify_c, "Inotify", None)
+    original = owner.__dict__.get("_parse_event_buffer") if owner is not None else None
+    if not isinstance(original, staticmethod):
+        return False
+    parse = original.__func__
+    overflow = int(inotify_c.InotifyConstants.IN_Q_OVERFLOW)
+
+    def parse_and_spot_overflow(event_buffer):
+        for wd, mask, cookie, name in parse(event_buffer):
+            if wd == -1 and mask & overflow:
+                _notify_overflow()
+            yield wd, mask, cookie, name
+
+    owner._parse_event_buffer = staticmethod(parse_and_spot_overflow)
+    return True
+
+
+def _patch_watch_repr() -> None:
+    """watchdog 7.x formats a bound method's repr, which holds every watched path, into a warning on each
+    `mkdir -p` (O(#watches) per warning, 52 ms at 50k directories; notes §1.8). Cheap repr, warning muted."""
+    try:
+        from watchdog.observers import inotify_c
+    except ImportError:
+        return
+    watch_class = getattr(inotify_c, "Watch", None)
+    if watch_class is not None:
+        watch_class.__repr__ = lambda self: f"<Watch wd={self.wd}>"
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\.")
+
+
+def _install_process_hooks() -> None:
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        _patch_watch_repr()
+        if not _wrap_event_parser():
+            log.debug("watchdog's inotify event parser not found; overflow seen only through its log")
+        observers_log = logging.getLogger("watchdog.observers")
+        observers_log.addHandler(_OverflowLogHook())
+        # warnings must reach the hook; watchdog's per-event debug lines would flood a verbose log
+        observers_log.setLevel(logging.WARNING if observers_log.getEffectiveLevel() > logging.WARNING else logging.INFO)
+        _installed = True
+
+
+class Watcher:
+    """A watchdog observer over the watched roots, feeding `on_event`; `on_overflow` when events were lost."""
+
+    def __init__(self, on_event: EventCallback, on_overflow: Callable[[], None]) -> None:
+        _install_process_hooks()
+        self._on_overflow = on_overflow
+        _overflow_callbacks.append(on_overflow)
+        self._handler = _Handler(on_event)
+        self._observer = Observer()
+        self._observer.daemon = True
+        self._watches: dict[str, object] = {}
+
+    def start(self) -> None:
+        self._observer.start()
+
+    def watch(self, root: Path) -> bool:
+        """Start watching `root` recursively; False (logged) if inotify refuses, e.g. the watch limit."""
+        key = str(root)
+        if key in self._watches:
+            return True
+        try:
+            self._watches[key] = self._observer.schedule(
+                self._handler, key, recursive=True, event_filter=list(EVENT_FILTER)
+            )
+        except OSError as exc:
+            log.error(
+                "cannot watch %s: %s (raise fs.inotify.max_user_watches, see systemd/90-tcmp-inotify.conf); "
+                "its files are still found by the reconcile scans",
+                root,
+                exc.strerror or exc,
+            )
+            return False
+        return True
+
+    def unwatch(self, root: Path) -> None:
+        watch = self._watches.pop(str(root), None)
+        if watch is not None:
+            with contextlib.suppress(KeyError, OSError):  # its emitter stopped already (directory deleted)
+                self._observer.unschedule(watch)
+
+    def is_alive(self) -> bool:
+        return self._observer.is_alive()
+
+    def stop(self) -> None:
+        if self._on_overflow in _overflow_callbacks:
+            _overflow_callbacks.remove(self._on_overflow)
+        self._observer.stop()
+        if self._observer.is_alive():
+            self._observer.join(timeout=10)
