@@ -13,8 +13,9 @@ from __future__ import annotations
 import enum
 import os
 import re
+import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -23,6 +24,7 @@ from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphKind
 from tcmp.schemas.graph_cache import load_graph
+from tcmp.schemas.index import FileState, IndexedFile, IndexError_, IndexReader, find_index, open_index
 from tcmp.schemas.layout import DumpFile, DumpTree, GraphFile, discover
 from tcmp.schemas.records import Side
 
@@ -51,6 +53,14 @@ class Binding:
 
 
 @dataclass(frozen=True)
+class IndexedTree:
+    """The part of a dump tree that exists only in `tcmp watch`'s index: files whose raw data it deleted."""
+
+    index: Optional[Path]
+    deleted: Mapping[Path, IndexedFile]
+
+
+@dataclass(frozen=True)
 class CompareInputs:
     target_root: Path
     golden_root: Path
@@ -58,6 +68,15 @@ class CompareInputs:
     bindings: tuple[Binding, ...]
     unmatched: tuple[Unmatched, ...]
     notes: tuple[str, ...]
+    target_index: IndexedTree = field(default_factory=lambda: IndexedTree(None, {}))
+    golden_index: IndexedTree = field(default_factory=lambda: IndexedTree(None, {}))
+
+    def deleted(self, path: Path) -> Optional[tuple[Path, IndexedFile]]:
+        """(index, indexed file) when `path`'s raw data is gone and only its summary remains."""
+        for tree in (self.target_index, self.golden_index):
+            if tree.index is not None and path in tree.deleted:
+                return tree.index, tree.deleted[path]
+        return None
 
     @property
     def ranks(self) -> tuple[Optional[int], ...]:
@@ -68,11 +87,42 @@ class CompareInputs:
 class _GraphCache:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     graphs: dict[Path, Graph] = field(default_factory=dict)
+    index: Optional[IndexReader] = None  # parses `tcmp watch` already stored
 
     def load(self, path: Path) -> Graph:
         if path not in self.graphs:
-            self.graphs[path] = load_graph(path, workers=self.workers)
+            stored = self.index.graph(path) if self.index is not None else None
+            self.graphs[path] = stored if stored is not None else load_graph(path, workers=self.workers)
         return self.graphs[path]
+
+
+def _with_index(
+    tree: DumpTree, db: Optional[Path], notes: list[str]
+) -> tuple[DumpTree, IndexedTree, Optional[IndexReader]]:
+    """Add to a walked tree the files only the index still knows (raw data deleted by `tcmp watch`), and the
+    graph files it parsed. The index is the tree's own (`.tcmp/index.sqlite` in it or above it) or `db`."""
+    path = db if db is not None else find_index(tree.root)
+    if path is None:
+        return tree, IndexedTree(None, {}), None
+    try:
+        reader = open_index(path)
+        indexed = reader.files_under(tree.root)
+        graph_files = reader.graph_files_under(tree.root)
+    except (IndexError_, sqlite3.Error, OSError) as exc:
+        notes.append(f"index {path} unusable, raw files only: {exc}")
+        return tree, IndexedTree(None, {}), None
+    on_disk = {f.path for f in tree.files}
+    deleted = {
+        f.path: f for f in indexed if f.raw_deleted and f.state is FileState.SUMMARIZED and f.path not in on_disk
+    }
+    known_graphs = {g.path for g in tree.graphs}
+    merged = DumpTree(
+        tree.root,
+        tree.files + tuple(f.file for f in deleted.values()),
+        tree.graphs + tuple(g for g in graph_files if g.path not in known_graphs),
+        tree.problems,
+    )
+    return merged, IndexedTree(path, deleted), reader
 
 
 def _fx_keys(graph: Graph) -> set[str]:
@@ -252,9 +302,14 @@ def collect(
     golden_run: Optional[str] = None,
     fx_token_base: Optional[int] = None,
     graph_workers: Optional[int] = None,
+    db: Optional[Path] = None,
 ) -> CompareInputs:
+    """Walk both trees (plus what `tcmp watch`'s index keeps of files it deleted; `db` names the index when it
+    is not in the trees), detect the golden's kind, check ranks and runs, bind graphs and golden files."""
     target, golden = _check_paths(Path(target), Path(golden))
-    target_tree, golden_tree = discover(target), discover(golden, fx_token_base=fx_token_base)
+    notes: list[str] = []
+    target_tree, target_index, target_reader = _with_index(discover(target), db, notes)
+    golden_tree, golden_index, _ = _with_index(discover(golden, fx_token_base=fx_token_base), db, notes)
     if not target_tree.ge_files:
         raise CompareError(f"no GE dump files under the target path {target}")
     if golden_tree.ge_files:
@@ -269,7 +324,10 @@ def collect(
             f"no dynamo_original_graph_*.txt under the target path {target}: GE ops are mapped to FX tensors "
             "through it (enable torchair's graph_dump with the GE dump)"
         )
-    binder = _Binder(target_tree, golden_tree, kind, _GraphCache(graph_workers or os.cpu_count() or 1))
+    binder = _Binder(
+        target_tree, golden_tree, kind, _GraphCache(graph_workers or os.cpu_count() or 1, index=target_reader)
+    )
+    binder.notes.extend(notes)
     if kind is GoldenKind.GE and not originals:
         binder.notes.append("no graph file in the target: fused ops are decomposed by name only")
     for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN)):
@@ -306,4 +364,8 @@ def collect(
                 Unmatched(Role.GOLDEN, f.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
                           "golden file of a rank, run or graph that is not compared")
             )  # fmt: skip
-    return CompareInputs(target, golden, kind, tuple(bindings), tuple(binder.unmatched), tuple(binder.notes))
+    if target_reader is not None:
+        target_reader.close()
+    return CompareInputs(
+        target, golden, kind, tuple(bindings), tuple(binder.unmatched), tuple(binder.notes), target_index, golden_index
+    )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import ml_dtypes
 import numpy as np
 
 from tcmp.schemas.errors import DumpError, describe
@@ -201,18 +202,36 @@ class TensorLoader:
         return self.raw(ref)
 
 
+# The float dtypes an NPU keeps a scalar argument in, by the names both sides of the index use.
+_NPU_FLOAT = {
+    name: np.dtype(dtype)
+    for names, dtype in (
+        (("DT_FLOAT16", "float16"), np.float16),
+        (("DT_BF16", "bfloat16"), ml_dtypes.bfloat16),
+        (("DT_FLOAT", "float32"), np.float32),
+    )
+    for name in names
+}
+
+
 def _at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
     """An FX scalar argument is a Python number (saved as a 0-d float64); the GE Const that carries it holds it in
-    the tensor's dtype. Round the scalar like the device did, or every fp16 constant would "fail"."""
-    if bench.array is None or npu.array is None or bench.array.ndim != 0 or bench.array.dtype != np.float64:
+    the tensor's dtype. Round the scalar like the device did, or every fp16 constant would "fail". Works on the
+    raw scalar and on its summary (compare from the index)."""
+    target = _NPU_FLOAT.get(npu.dtype or "")
+    if target is None or bench.dtype != "float64":
         return bench
-    if npu.array.dtype.kind != "f" and not npu.array.dtype.type.__module__.startswith("ml_dtypes"):
+    note = f"scalar argument compared at the NPU's precision ({target})"
+    if bench.array is not None:
+        if bench.array.ndim != 0:
+            return bench
+        rounded = bench.array.astype(target)
+        return Loaded(rounded, None, str(rounded.dtype), bench.shape, (*bench.notes, note))
+    s = bench.summary
+    if s is None or s.numel != 1 or s.min is None or bench.shape not in ((), (1,)):
         return bench
-    if npu.array.dtype.itemsize >= 8:
-        return bench
-    rounded = bench.array.astype(npu.array.dtype)
-    note = f"scalar argument compared at the NPU's precision ({npu.array.dtype})"
-    return Loaded(rounded, None, str(rounded.dtype), bench.shape, (*bench.notes, note))
+    rounded = summarize(np.asarray(s.min, dtype=np.float64).astype(target), with_crc=s.crc32 is not None)
+    return Loaded(None, rounded, str(target), bench.shape, (*bench.notes, note))
 
 
 def _with_stats(loaded: Loaded, stats: BasicStats) -> Loaded:

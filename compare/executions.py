@@ -7,8 +7,10 @@ Only headers are read here (the GE header, a stats CSV, an appendix npz); tensor
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
 from typing import Optional
 
 from tcmp.schemas.errors import DumpError, describe
@@ -17,7 +19,7 @@ from tcmp.schemas.fx_dump import FxFileName
 from tcmp.schemas.ge_dump import GeDump, read_ge_dump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.layout import DumpFile, FileKind
-from tcmp.schemas.records import IO, TensorKind, TensorSummary
+from tcmp.schemas.records import IO, FileSummary, TensorKind, TensorSummary
 from tcmp.schemas.stats_files import read_ge_min_max_npz, read_stats_csv
 
 
@@ -77,10 +79,24 @@ def _meta_from_summaries(io: IO, tensors: Sequence[TensorSummary]) -> tuple[Tens
     return tuple(TensorMeta(t.io, t.index, t.shape, t.dtype, t) for t in tensors if t.io is io)
 
 
-def _read_execution(files: Sequence[DumpFile]) -> GeExecution:
+def _from_index(files: Sequence[DumpFile], summary: FileSummary) -> GeExecution:
+    """An execution whose raw file is gone: its tensors are the summaries `tcmp watch` stored."""
+    first = files[0]
+    tensors = summary.tensors
+    return GeExecution(
+        ffts_base_name(summary.op_name) if len(files) > 1 else summary.op_name or first.op_name,
+        first.op_type or "", summary.dump_time or first.timestamp or 0, tuple(files),
+        _meta_from_summaries(IO.INPUT, tensors), _meta_from_summaries(IO.OUTPUT, tensors),
+        (None,) * sum(t.io is IO.OUTPUT for t in tensors), raw_deleted=True,
+    )  # fmt: skip
+
+
+def _read_execution(files: Sequence[DumpFile], stored: Mapping[Path, FileSummary]) -> GeExecution:
     first = files[0]
     name = first.name
     assert isinstance(name, GeFileName)
+    if first.path in stored:
+        return _from_index(files, stored[first.path])
     base = GeExecution(first.op_name, first.op_type or "", first.timestamp or 0, tuple(files), (), (), ())
     try:
         if first.kind is FileKind.GE_BINARY:
@@ -111,8 +127,11 @@ def _read_execution(files: Sequence[DumpFile]) -> GeExecution:
         return GeExecution(base.op_name, base.op_type, base.timestamp, tuple(files), (), (), (), error=describe(exc))
 
 
-def ge_executions(files: Sequence[DumpFile]) -> tuple[GeExecution, ...]:
-    """The GE op executions of one token, in execution order (dump time, then file name)."""
+def ge_executions(
+    files: Sequence[DumpFile], stored: Mapping[Path, FileSummary] = MappingProxyType({})
+) -> tuple[GeExecution, ...]:
+    """The GE op executions of one token, in execution order (dump time, then file name). `stored`: summaries
+    from the index for files whose raw data `tcmp watch` deleted."""
     slices: dict[tuple, list[DumpFile]] = defaultdict(list)
     singles: list[list[DumpFile]] = []
     for f in files:
@@ -122,7 +141,7 @@ def ge_executions(files: Sequence[DumpFile]) -> tuple[GeExecution, ...]:
         else:
             singles.append([f])
     groups = singles + [sorted(g, key=lambda f: (f.name.ffts.thread_id, f.timestamp or 0)) for g in slices.values()]
-    executions = sorted((_read_execution(g) for g in groups), key=lambda e: (e.timestamp, e.files[0].path.name))
+    executions = sorted((_read_execution(g, stored) for g in groups), key=lambda e: (e.timestamp, e.files[0].path.name))
     counts: dict[str, int] = defaultdict(int)
     numbered = []
     for order, e in enumerate(executions):

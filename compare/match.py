@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Optional
 
 from tcmp.schemas.errors import DumpError
@@ -27,7 +28,7 @@ from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import FxTensorName, GraphOp, InputEdge
 from tcmp.schemas.layout import DumpFile, FileKind
-from tcmp.schemas.records import IO
+from tcmp.schemas.records import IO, TensorKind, TensorSummary
 
 from .executions import FxCall, GeExecution, TensorMeta
 from .fusion import GraphView, NameSplitter
@@ -62,8 +63,17 @@ class _Resolved:
 class _Context:
     """Shared by the GE → FX and GE → GE matchers of one token."""
 
-    def __init__(self, rank: Optional[int], token: int, graph_label: str, result: MatchResult) -> None:
+    def __init__(
+        self, rank: Optional[int], token: int, graph_label: str, result: MatchResult,
+        fx_stored: Mapping[Path, TensorSummary],
+    ) -> None:  # fmt: skip
         self.rank, self.token, self.graph_label, self.result = rank, token, graph_label, result
+        self.fx_stored = fx_stored
+
+    def fx_ref(self, file: DumpFile, io: IO, index: int, sub_index: Optional[int] = None) -> TensorRef:
+        """An FX tensor; one whose raw file `tcmp watch` deleted comes with its stored summary."""
+        stored = self.fx_stored.get(file.path)
+        return TensorRef((file,), io, index, sub_index, stored=stored, raw_deleted=stored is not None)
 
     def ge_ref(self, e: GeExecution, io: IO, index: int) -> TensorRef:
         meta = e.tensor(io, index)
@@ -140,6 +150,11 @@ class FxMatcher:
         """The shape of a numeric FX tensor file (None for non-tensor arguments and unreadable headers)."""
         if file.path not in self._shapes:
             shape = None
+            stored = self.ctx.fx_stored.get(file.path)
+            if stored is not None:  # raw file deleted: the index knows its shape
+                numeric = stored.kind in (TensorKind.TENSOR, TensorKind.SCALAR)
+                self._shapes[file.path] = stored.shape if numeric else None
+                return self._shapes[file.path]
             if file.kind is FileKind.FX_NPY:
                 try:
                     header = read_npy_header(file.path)
@@ -204,7 +219,7 @@ class FxMatcher:
                 continue
             notes = [f"via original_op {op.name}:{index}"] if resolved.fused and e.original_ops[j:j + 1] != (None,) \
                 else []  # fmt: skip
-            self.ctx.pair(e, IO.OUTPUT, j, TensorRef((file,), IO.OUTPUT, fx.output_index), notes, stack)
+            self.ctx.pair(e, IO.OUTPUT, j, self.ctx.fx_ref(file, IO.OUTPUT, fx.output_index), notes, stack)
 
     def _edges(self, resolved: _Resolved) -> list[tuple[GraphOp, InputEdge]]:
         if not resolved.fused:
@@ -246,7 +261,7 @@ class FxMatcher:
                 call = self._call(fx.node_key, e.execution)
                 file = call.output(fx.output_index) if call is not None else None
                 if file is not None:
-                    bench = TensorRef((file,), IO.OUTPUT, fx.output_index)
+                    bench = self.ctx.fx_ref(file, IO.OUTPUT, fx.output_index)
                     self.ctx.pair(e, IO.INPUT, k, bench, (f"via producer edge {edge.producer}:{edge.index}",), stack)
                     continue
             self._input_by_shape(e, k, consumer, edge, claimed, stack)
@@ -267,7 +282,7 @@ class FxMatcher:
             if have is None or (want is not None and _squeezed(have) != want):
                 continue
             claimed[key].add((i, j))
-            bench = TensorRef((file,), IO.INPUT, i, sub_index=j)
+            bench = self.ctx.fx_ref(file, IO.INPUT, i, sub_index=j)
             where = f"INPUT.{i}" + (f".{j}" if j is not None else "")
             self.ctx.pair(e, IO.INPUT, k, bench,
                           (f"producer {edge.producer} has no FX tensor: paired with {call.key} {where} by shape",),
@@ -383,10 +398,12 @@ def match_token(
     target: Sequence[GeExecution],
     golden_calls: Optional[dict[str, tuple[FxCall, ...]]] = None,
     golden_ge: Optional[Sequence[GeExecution]] = None,
+    fx_stored: Mapping[Path, TensorSummary] = MappingProxyType({}),
 ) -> MatchResult:
-    """Pairs and unmatched target tensors of one token (golden leftovers are the caller's: it knows all files)."""
+    """Pairs and unmatched target tensors of one token (golden leftovers are the caller's: it knows all files).
+    `fx_stored`: index summaries of golden FX files whose raw data is gone."""
     result = MatchResult()
-    ctx = _Context(rank, token, graph_label, result)
+    ctx = _Context(rank, token, graph_label, result, fx_stored)
     if golden_calls is not None:
         assert view is not None
         matcher = FxMatcher(ctx, view, golden_calls)

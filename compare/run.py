@@ -17,8 +17,9 @@ from typing import Callable, Optional
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.graph import Graph
+from tcmp.schemas.index import IndexedFile, open_index
 from tcmp.schemas.layout import DumpFile, FileKind
-from tcmp.schemas.records import IO
+from tcmp.schemas.records import IO, FileSummary
 
 from .collect import Binding, CompareInputs, GoldenKind, collect
 from .evaluate import TensorLoader, evaluate
@@ -51,6 +52,7 @@ class CompareOptions:
     fx_token_base: Optional[int] = None
     jobs: int = 1
     thresholds: Thresholds = field(default_factory=Thresholds)
+    db: Optional[Path] = None  # `tcmp watch`'s index, when it is not inside the dump trees
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class _Unit:
     target_files: tuple[DumpFile, ...]
     golden_files: Optional[tuple[DumpFile, ...]]  # None: this token is missing in the golden
     kind: GoldenKind
+    deleted: tuple[tuple[Path, IndexedFile], ...] = ()  # (index, file) of this token's files whose raw data is gone
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def _small(path: Path) -> bool:
     try:
         return path.stat().st_size < SCALAR_FILE_LIMIT
     except OSError:
-        return True  # let the header read report it
+        return False  # gone (its raw data deleted by tcmp watch): nothing to read
 
 
 def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> str:
@@ -197,21 +200,37 @@ def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> str:
     return "no target tensor pairs with this golden tensor (no dumped GE op names it)"
 
 
-def _units(binding: Binding, kind: GoldenKind) -> list[_Unit]:
+def _units(binding: Binding, inputs: CompareInputs) -> list[_Unit]:
     target_tokens, golden_tokens = _by_token(binding.target_files), _by_token(binding.golden_files)
     label = binding.graph.name if binding.graph is not None else binding.model
-    return [
-        _Unit(binding.rank, label, binding.model, binding.graph, token, tuple(files),
-              tuple(golden_tokens[token]) if token in golden_tokens else None, kind)
-        for token, files in sorted(target_tokens.items())
-    ]  # fmt: skip
+    units = []
+    for token, files in sorted(target_tokens.items()):
+        golden = tuple(golden_tokens[token]) if token in golden_tokens else None
+        found = (inputs.deleted(f.path) for f in (*files, *(golden or ())))
+        deleted = tuple(d for d in found if d is not None)
+        units.append(_Unit(binding.rank, label, binding.model, binding.graph, token, tuple(files), golden,
+                           inputs.golden_kind, deleted))  # fmt: skip
+    return units
+
+
+def _stored_summaries(unit: _Unit) -> dict[Path, FileSummary]:
+    """The index summaries of this token's files whose raw data `tcmp watch` deleted (one query per index)."""
+    by_index: dict[Path, list[IndexedFile]] = defaultdict(list)
+    for index, indexed in unit.deleted:
+        by_index[index].append(indexed)
+    stored: dict[Path, FileSummary] = {}
+    for index, files in by_index.items():
+        with open_index(index) as reader:
+            stored.update((s.path, s) for s in reader.summaries_of(files))
+    return stored
 
 
 def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool = False) -> _UnitResult:
     """Plan one token (headers, executions, pairs), compare its pairs, colour and render the rows, count them,
     find the token's divergence and worst rows."""
     view = GraphView(unit.graph) if unit.graph is not None else None
-    executions = ge_executions(unit.target_files)
+    stored = _stored_summaries(unit) if unit.deleted else {}
+    executions = ge_executions(unit.target_files, stored)
     if unit.golden_files is None or (unit.kind is GoldenKind.FX and view is None):
         why = (f"token {unit.token} missing in the golden dump" if unit.golden_files is None
                else f"no graph file for model {unit.model}")  # fmt: skip
@@ -223,9 +242,12 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
     golden: tuple = ()
     if unit.kind is GoldenKind.FX:
         calls = fx_calls(unit.golden_files)
-        result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_calls=calls)
+        fx_stored = {path: summary.tensors[0] for path, summary in stored.items() if summary.tensors}
+        result = match_token(
+            unit.rank, unit.token, unit.label, view, executions, golden_calls=calls, fx_stored=fx_stored
+        )
     else:
-        golden = ge_executions(unit.golden_files)
+        golden = ge_executions(unit.golden_files, stored)
         result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden)
     headers = {h.path: h for e in (*executions, *golden) for h in e.headers}
     loader = TensorLoader(headers)
@@ -265,7 +287,7 @@ def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
     if mode is not DataMode.AUTO:
         return Mode(mode.value), f"--data-mode {mode.value}"
     files = [f for b in inputs.bindings for f in (*b.target_files, *b.golden_files)]
-    summary_only = sum(1 for f in files if f.kind not in RAW_KINDS)
+    summary_only = sum(1 for f in files if f.kind not in RAW_KINDS or inputs.deleted(f.path) is not None)
     if summary_only == 0:
         return Mode.TENSOR, "auto: every compared file holds raw tensors"
     return Mode.STATISTICS, (
@@ -429,10 +451,10 @@ def run_compare(
     inputs = collect(
         options.target, options.golden, rank=options.rank, target_run=options.target_run,
         golden_run=options.golden_run, fx_token_base=options.fx_token_base,
-        graph_workers=max(1, options.jobs or os.cpu_count() or 1),
+        graph_workers=max(1, options.jobs or os.cpu_count() or 1), db=options.db,
     )  # fmt: skip
     mode, reason = _resolve_mode(options.mode, inputs)
-    units = [unit for binding in inputs.bindings for unit in _units(binding, inputs.golden_kind)]
+    units = [unit for binding in inputs.bindings for unit in _units(binding, inputs)]
     reports = ReportSet(output_dir, mode, highlight) if output_dir is not None else None
     try:
         accumulators = {

@@ -153,6 +153,9 @@ def compare(
     fx_token_base: Annotated[
         Optional[int], typer.Option("--fx-token-base", min=0, max=1, help="FX step numbering (0 or 1) if not detected.")
     ] = None,
+    db: Annotated[
+        Optional[Path], typer.Option("--db", help="tcmp watch's index, if not in the dump trees (.tcmp/).")
+    ] = None,
     cosine: Annotated[float, typer.Option(help="PASS needs Cosine >= this.")] = 0.99,
     max_rel_err: Annotated[float, typer.Option(help="PASS needs MaxRelativeErr < this.")] = 0.01,
     stats_rel_err: Annotated[float, typer.Option(help="Statistics PASS: relative errors <= this.")] = 0.01,
@@ -176,7 +179,7 @@ def compare(
     thresholds = Thresholds(cosine=cosine, max_relative_err=max_rel_err, stats_relative_err=stats_rel_err)
     options = CompareOptions(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
-        golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds,
+        golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db,
     )  # fmt: skip
     try:
         with _progress() as progress:

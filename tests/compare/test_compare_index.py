@@ -1,0 +1,89 @@
+"""`tcmp compare` from `tcmp watch`'s index: raw files deleted after their summaries were committed still take
+part (statistics and md5 modes), the index is found by itself (or given with --db), and the summary says how
+many rows came from raw data and how many from the index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tcmp.compare.run import CompareOptions, DataMode, run_compare
+from tcmp.compare.verdict import Result
+from tcmp.daemon.retention import RetentionPolicy
+from tcmp.daemon.service import WatchConfig, run_watch
+from tcmp.schemas.synth.model import ModelConfig
+from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+
+FAULTS = (Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.2), Fault("SoftmaxV2_0", FaultKind.NAN, tokens=(1,)))
+
+
+def watch_once(root: Path, db=None, drop_raw: bool = True) -> None:
+    config = WatchConfig(roots=(root,), db=db, retention=RetentionPolicy(drop_raw, 0, ()), workers=1, once=True)
+    report = run_watch(config)
+    assert report.error is None and report.summarized > 0
+
+
+def failing(rank) -> set:
+    return {(r.pair.token, r.pair.op_name) for r in rank.rows if r.result is Result.FAIL}
+
+
+@pytest.fixture()
+def scenario(tmp_path):
+    return write_scenario(tmp_path, ScenarioConfig(model=ModelConfig(layers=1), tokens=2, faults=FAULTS))
+
+
+def test_statistics_from_the_index_after_raw_files_are_gone(scenario):
+    raw, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx, mode=DataMode.STATISTICS), keep_rows=True)
+    watch_once(scenario.root)
+    assert not any(p.suffix == ".npy" for p in scenario.golden_fx.rglob("*"))  # raw FX files deleted
+    assert not [p for p in scenario.target.rglob("*") if p.is_file() and p.name[0].isupper()]  # and GE files
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    rank = result.ranks[0]
+    assert result.mode.value == "statistics" and "summaries only" in result.mode_reason
+    assert rank.counts.rows == raw.ranks[0].counts.rows and rank.counts.rows_from_index == rank.counts.rows
+    # the same verdicts as from the raw files: exactly the faulty ops fail
+    assert failing(rank) == failing(raw.ranks[0]) == {(0, "MatMul_0"), (1, "MatMul_0"), (1, "SoftmaxV2_0")}
+    assert [(d.token, d.op_name) for d in rank.divergences] == [(0, "MatMul_0"), (1, "MatMul_0")]
+
+
+def test_md5_from_the_index_matches_md5_from_raw(scenario):
+    raw, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge, mode=DataMode.MD5), keep_rows=True)
+    watch_once(scenario.root)
+    indexed, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge, mode=DataMode.MD5), keep_rows=True)
+    cells = {(r.pair.api_name, r.pair.token): (r.npu.crc32, r.bench.crc32, r.result) for r in raw.ranks[0].rows}
+    again = {(r.pair.api_name, r.pair.token): (r.npu.crc32, r.bench.crc32, r.result) for r in indexed.ranks[0].rows}
+    assert cells == again and indexed.ranks[0].counts.rows_from_index == len(again)
+
+
+def test_mixed_raw_and_index_and_explicit_db(tmp_path):
+    scenario = write_scenario(tmp_path / "dump", ScenarioConfig(model=ModelConfig(layers=1), tokens=1, faults=FAULTS))
+    db = tmp_path / "elsewhere" / "index.sqlite"
+    db.parent.mkdir()
+    watch_once(scenario.golden_fx, db=db)  # only the golden's raw files go; the target stays raw
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx, db=db), keep_rows=True)
+    rank = result.ranks[0]
+    assert result.mode.value == "statistics"
+    self_checks = sum(any(m.startswith("self check") for m in r.pair.notes) for r in rank.rows)
+    # every row has its bench from the index, but a GE-inserted op's self check, whose bench is its own raw input
+    assert self_checks and 0 < rank.counts.rows_from_index == rank.counts.rows - self_checks
+    assert failing(rank) == {(0, "MatMul_0")}
+    explicit, _ = run_compare(
+        CompareOptions(scenario.target, scenario.golden_fx, db=db, mode=DataMode.TENSOR), keep_rows=True
+    )
+    rows = [r for r in explicit.ranks[0].rows if not any(m.startswith("self check") for m in r.pair.notes)]
+    assert len(rows) == rank.counts.rows_from_index
+    assert all(r.result is Result.NA for r in rows)  # written with N/A cells and the reason, never dropped
+    assert all("raw tensor not available" in " ".join(r.messages) for r in rows)
+
+
+def test_graphs_come_from_the_index(scenario, monkeypatch):
+    watch_once(scenario.root, drop_raw=False)
+    import tcmp.compare.collect as collect
+
+    def no_parsing(*args, **kwargs):
+        raise AssertionError("the graph was parsed again although the index holds it")
+
+    monkeypatch.setattr(collect, "load_graph", no_parsing)
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    assert result.mode.value == "tensor" and failing(result.ranks[0])

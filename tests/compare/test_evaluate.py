@@ -1,0 +1,37 @@
+"""Scalar FX arguments are compared at the precision the NPU held them in, raw or as summaries."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tcmp.compare.evaluate import Loaded, _at_npu_precision
+from tcmp.schemas.records import Summary
+
+
+def scalar_summary(value: float) -> Summary:
+    return Summary(1, value, value, value, abs(value), 0, 0, None)
+
+
+@pytest.mark.parametrize(
+    ("npu_dtype", "as_numpy"),
+    [("DT_FLOAT16", np.float16), ("float16", np.float16), ("DT_BF16", ml_dtypes.bfloat16), ("DT_FLOAT", np.float32)],
+)
+def test_scalar_summary_rounded_to_npu_dtype(npu_dtype, as_numpy):
+    npu = Loaded(None, scalar_summary(1e-6), npu_dtype, (1,))
+    bench = _at_npu_precision(npu, Loaded(None, scalar_summary(1e-6), "float64", ()))
+    expected = float(np.float64(1e-6).astype(as_numpy))
+    assert expected != 1e-6
+    assert (bench.summary.min, bench.summary.max, bench.summary.mean) == (expected, expected, expected)
+    assert bench.summary.l2norm == pytest.approx(abs(expected))
+    assert "precision" in bench.notes[-1]
+
+
+def test_raw_scalar_rounded_and_tensors_left_alone():
+    npu = Loaded(np.zeros(3, np.float16), None, "DT_FLOAT16", (3,))
+    raw = _at_npu_precision(npu, Loaded(np.asarray(0.1), None, "float64", ()))
+    assert raw.array.dtype == np.float16 and float(raw.array) == float(np.float16(0.1))
+    vector = Loaded(np.full(3, 0.1), None, "float64", (3,))
+    assert _at_npu_precision(npu, vector) is vector
+    int_npu = Loaded(None, scalar_summary(2.0), "DT_INT32", (1,))
+    bench = Loaded(None, scalar_summary(0.1), "float64", ())
+    assert _at_npu_precision(int_npu, bench) is bench
