@@ -5,7 +5,6 @@ in each low-precision dtype (spec §1.5), not from reading the files back with t
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from pathlib import Path
@@ -13,9 +12,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from tcmp.cli import app
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.formats import Format
 from tcmp.schemas.ge_dump import GeDumpReader
@@ -29,13 +26,6 @@ TS = 1764400000000000
 INFO_FIELDS = {"file", "op", "op_type", "io", "index", "dtype", "format", "device_shape", "shape", "size",
                "original_op", "output", "notes"}  # fmt: skip
 ITEMSIZE = {"DT_FLOAT16": 2, "DT_FLOAT": 4, "DT_BF16": 2, "DT_INT32": 4}
-
-# click < 8.2 (typer < 0.26, what Python 3.9 gets) mixes stderr into stdout unless told not to
-runner = CliRunner(**({"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}))
-
-
-def invoke(*args: str):
-    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
 def json_lines(text: str) -> list[dict]:
@@ -63,14 +53,14 @@ def output_refs(graph, op) -> list[TensorRef]:
 # --info
 
 
-def test_info_prints_one_json_object_per_tensor(clean, monkeypatch):
+def test_info_prints_one_json_object_per_tensor(cli, clean, monkeypatch):
     scenario, graph, values = clean
 
     def no_payloads(self, tensor):
         raise AssertionError("--info must not read payloads")
 
     monkeypatch.setattr(GeDumpReader, "_payload", no_payloads)
-    result = invoke("parse", "--info", scenario.target)
+    result = cli("parse", "--info", scenario.target, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = json_lines(result.stdout)
     assert len(rows) == len(result.stdout.splitlines())  # nothing but JSON on stdout
@@ -97,24 +87,24 @@ def test_info_prints_one_json_object_per_tensor(clean, monkeypatch):
     assert nz["device_shape"] == [hidden // 16, hidden // 16, 16, 16]
 
 
-def test_info_prints_names_verbatim(tmp_path):
+def test_info_prints_names_verbatim(cli, tmp_path):
     """Op names and paths may hold `[..]` or `:name:`; JSON output must not be read as console markup."""
     directory = tmp_path / "[bold]dump"
     directory.mkdir()
     path = directory / f"Add.op_[red]_x.1.2.{TS}"
     write_ge_dump(path, "op[blue]:smile:", [TensorSpec(np.ones(3), int(DT.DT_FLOAT))], [], dump_time=TS)
-    (row,) = json_lines(invoke("parse", "--info", directory).stdout)
+    (row,) = json_lines(cli("parse", "--info", directory, catch_exceptions=False).stdout)
     assert (row["file"], row["op"]) == (str(path), "op[blue]:smile:")
 
 
-def test_info_without_files(tmp_path):
+def test_info_without_files(cli, tmp_path):
     (tmp_path / "notes.txt").write_text("x")
-    result = invoke("parse", "--info", tmp_path)
+    result = cli("parse", "--info", tmp_path, catch_exceptions=False)
     assert result.exit_code == 1 and "no GE dump files" in result.stderr
 
 
-def test_usage_error_without_output_or_info(clean):
-    result = invoke("parse", clean[0].target)
+def test_usage_error_without_output_or_info(cli, clean):
+    result = cli("parse", clean[0].target, catch_exceptions=False)
     assert result.exit_code == 2 and "--output_path" in result.stderr
 
 
@@ -122,10 +112,10 @@ def test_usage_error_without_output_or_info(clean):
 # Conversion to .npy
 
 
-def test_convert_directory(clean, tmp_path):
+def test_convert_directory(cli, clean, tmp_path):
     scenario, graph, values = clean
     out = tmp_path / "npy"
-    result = invoke("parse", scenario.target, "--output_path", out)
+    result = cli("parse", scenario.target, "--output_path", out, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     written = {p.name for p in out.iterdir()}
     for op in scenario.target_ops:
@@ -157,12 +147,12 @@ LOW_PRECISION = [
 
 
 @pytest.mark.parametrize(("dtype", "fmt", "values"), LOW_PRECISION, ids=lambda v: getattr(v, "name", None))
-def test_low_precision_types_become_float32_exactly(tmp_path, dtype, fmt, values):
+def test_low_precision_types_become_float32_exactly(cli, tmp_path, dtype, fmt, values):
     values = np.asarray(values, dtype=np.float64)
     path = tmp_path / f"Op.op_1.1.2.{TS}"
     write_ge_dump(path, "op_1", [], [TensorSpec(values, int(dtype), int(fmt))], dump_time=TS)
     out = tmp_path / "out"
-    result = invoke("parse", path, "-o", out)
+    result = cli("parse", path, "-o", out, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     array = np.load(out / f"{path.name}.output.0.npy")
     assert array.dtype == np.float32 and array.shape == values.shape
@@ -182,14 +172,14 @@ def test_big_nz_tensor_converts_exactly(tmp_path):
     assert np.array_equal(array, values.astype(np.float16))
 
 
-def test_bad_files_get_one_line_each_and_the_rest_converts(tmp_path):
+def test_bad_files_get_one_line_each_and_the_rest_converts(cli, tmp_path):
     faults = (Fault("SplitV_0", FaultKind.TRUNCATE), Fault("ConcatV2_0", FaultKind.CORRUPT_HEADER))
     scenario = write_scenario(tmp_path / "dump", ScenarioConfig(tokens=1, write_fx=False, write_fusion_off=False,
                                                                 faults=faults))  # fmt: skip
     bad = {o.paths[0]: o.fault for o in scenario.target_ops if o.fault is not None}
     good = [o for o in scenario.target_ops if o.fault is None]
     out = tmp_path / "out"
-    result = invoke("parse", scenario.target, "-o", out)
+    result = cli("parse", scenario.target, "-o", out, catch_exceptions=False)
     assert result.exit_code != 0
     assert result.exit_code == 1
     error_lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -204,14 +194,14 @@ def test_bad_files_get_one_line_each_and_the_rest_converts(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["under_a_file", "read_only_filesystem"])
-def test_unwritable_output_directory(clean, tmp_path, kind):
+def test_unwritable_output_directory(cli, clean, tmp_path, kind):
     if kind == "under_a_file":
         blocker = tmp_path / "regular_file"
         blocker.write_text("x")
         target = blocker / "out"  # cannot be created, root or not
     else:
         target = Path("/proc/tcmp-parse-output")  # procfs refuses new directories even to root
-    result = invoke("parse", clean[0].target, "-o", target)
+    result = cli("parse", clean[0].target, "-o", target, catch_exceptions=False)
     assert result.exit_code == 3
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot write" in lines[0] and str(target) in lines[0]
@@ -276,8 +266,8 @@ def test_bf16_conversion_matches_ml_dtypes(tmp_path):
 # demo
 
 
-def test_demo_runs_and_prints_a_summary(tmp_path):
-    result = invoke("demo", tmp_path / "demo", "--jobs", "1")
+def test_demo_runs_and_prints_a_summary(cli, tmp_path):
+    result = cli("demo", tmp_path / "demo", "--jobs", "1", catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert re.search(r"\d+ rows compared", result.stdout)
     assert (tmp_path / "demo").is_dir() and any((tmp_path / "demo").rglob("dynamo_original_graph_*.txt"))

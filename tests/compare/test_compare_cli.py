@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import csv
-import inspect
 import json
 import os
 from pathlib import Path
 
 import openpyxl
 import pytest
-from typer.testing import CliRunner
 
-from tcmp.cli import app
 from tcmp.compare.table import text
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
-
-# click < 8.2 (typer < 0.26, what Python 3.9 gets) mixes stderr into stdout unless told not to
-runner = CliRunner(**({"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}))
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +25,14 @@ def scenario(tmp_path_factory):
                                                                           faults=faults))  # fmt: skip
 
 
-def compare(scenario, *extra: str):
+def compare(cli, scenario, *extra: str):
     args = ["compare", "--mode", "torchair", "--target_path", str(scenario.target), "--golden_path",
             str(scenario.golden_fx), "--jobs", "1", *extra]  # fmt: skip
-    return runner.invoke(app, args)
+    return cli(*args)
 
 
-def test_reports_written_with_msprobe_spellings(scenario, tmp_path):
-    result = compare(scenario, "--output_path", str(tmp_path), "-hl")
+def test_reports_written_with_msprobe_spellings(cli, scenario, tmp_path):
+    result = compare(cli, scenario, "--output_path", str(tmp_path), "-hl")
     assert result.exit_code == 0, result.output
     assert "first divergence in token 0: MatMul_0" in result.stdout
     csv_path = next(p for p in tmp_path.glob("tcmp_compare_rank0_*.csv") if "unmatched" not in p.name)
@@ -67,49 +61,49 @@ def test_reports_written_with_msprobe_spellings(scenario, tmp_path):
     assert last_column == sheet.cell(row=2, column=1).fill.fgColor.rgb  # the whole row
 
 
-def test_fail_on_diff_and_default_output_dir(scenario, tmp_path):
+def test_fail_on_diff_and_default_output_dir(cli, scenario, tmp_path):
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        result = compare(scenario, "--fail-on-diff")
+        result = compare(cli, scenario, "--fail-on-diff")
     finally:
         os.chdir(cwd)
     assert result.exit_code == 1
     assert list(tmp_path.glob("tcmp_compare_rank0_*_summary.json"))  # the current directory by default
 
 
-def test_usage_errors_exit_2(scenario):
-    assert compare(scenario, "--data-mode", "bogus").exit_code == 2
-    assert runner.invoke(app, ["compare", "--target_path", "x"]).exit_code == 2
-    result = compare(scenario, "--rank", "3")
+def test_usage_errors_exit_2(cli, scenario):
+    assert compare(cli, scenario, "--data-mode", "bogus").exit_code == 2
+    assert cli("compare", "--target_path", "x").exit_code == 2
+    result = compare(cli, scenario, "--rank", "3")
     assert result.exit_code == 2 and "--rank 3" in result.stderr
 
 
-def test_runtime_errors_exit_3_with_one_line(scenario, tmp_path):
-    result = runner.invoke(app, ["compare", "-tp", str(scenario.target), "-gp", str(scenario.target)])
+def test_runtime_errors_exit_3_with_one_line(cli, scenario, tmp_path):
+    result = cli("compare", "-tp", scenario.target, "-gp", scenario.target)
     assert result.exit_code == 3 and "same dump" in result.stderr and "Traceback" not in result.stderr
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    result = compare(scenario, "--output_path", str(blocker / "reports"))
+    result = compare(cli, scenario, "--output_path", str(blocker / "reports"))
     assert result.exit_code == 3 and "cannot write reports" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""
 
 
-def test_no_partial_report_when_the_compare_fails(scenario, tmp_path, monkeypatch):
+def test_no_partial_report_when_the_compare_fails(cli, scenario, tmp_path, monkeypatch):
     import tcmp.compare.report as report
 
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(report._XlsxStream, "close", broken)
-    result = compare(scenario, "--output_path", str(tmp_path), "--highlight")
+    result = compare(cli, scenario, "--output_path", str(tmp_path), "--highlight")
     assert result.exit_code == 3 and "No space left" in result.stderr
     assert list(tmp_path.iterdir()) == []  # nothing half-written that looks like a report
 
 
 @pytest.mark.parametrize("mode", ["statistics", "md5"])
-def test_data_modes_columns(scenario, tmp_path, mode):
-    result = compare(scenario, "--output_path", str(tmp_path), "--data-mode", mode)
+def test_data_modes_columns(cli, scenario, tmp_path, mode):
+    result = compare(cli, scenario, "--output_path", str(tmp_path), "--data-mode", mode)
     assert result.exit_code == 0, result.output
     header = next(csv.reader(next(p for p in tmp_path.glob("*.csv") if "unmatched" not in p.name).open()))
     if mode == "md5":
@@ -124,8 +118,8 @@ def test_formula_injection_is_escaped():
     assert text("-1.5") == "-1.5" and text("+3e-4") == "+3e-4" and text("plain") == "plain"
 
 
-def test_demo_runs(tmp_path):
-    result = runner.invoke(app, ["demo", str(tmp_path / "demo"), "--jobs", "1"])
+def test_demo_runs(cli, tmp_path):
+    result = cli("demo", tmp_path / "demo", "--jobs", "1")
     assert result.exit_code == 0, result.output
     assert "first divergence in token 0: layers.1/MatMul_1" in result.stdout
     assert list((Path(tmp_path) / "demo" / "report").glob("*.xlsx"))

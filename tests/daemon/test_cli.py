@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 from daemon_testlib import fx_path, npy_bytes, write_fx
-from typer.testing import CliRunner
-
-from tcmp.cli import app
-
-runner = CliRunner()
 
 
-def test_watch_once_then_status(root):
+def test_watch_once_then_status(cli, root):
     write_fx(root, 0, 1)
     write_fx(root, 0, 2)
     short = fx_path(root, 0, 3)
     short.write_bytes(npy_bytes(np.zeros(10, np.float32))[:-3])
-    result = runner.invoke(app, ["watch", str(root), "--once", "--workers", "0", "--drop-raw"])
+    result = cli("watch", str(root), "--once", "--workers", "0", "--drop-raw")
     assert result.exit_code == 0, result.output
     assert "2 files summarized, 0 failed, 1 incomplete, 2 raw files deleted" in result.stderr
-    status = runner.invoke(app, ["status", str(root / "msprobe_fx_dump")])
+    status = cli("status", str(root / "msprobe_fx_dump"))
     assert status.exit_code == 0, status.output
     lines = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in status.stdout.splitlines()}
     assert lines["files indexed"] == "2 (2 tensors) and 0 graph files"
@@ -28,15 +23,15 @@ def test_watch_once_then_status(root):
     assert lines["bytes freed"].startswith(f"{2 * (128 + 32)} B")  # two npy files of 8 float32 each
 
 
-def test_watch_once_exits_1_when_files_failed(root):
+def test_watch_once_exits_1_when_files_failed(cli, root):
     bad = fx_path(root, 0, 1)
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"\x93NUMPY garbage")
-    result = runner.invoke(app, ["watch", str(root), "--once", "--workers", "0"])
+    result = cli("watch", str(root), "--once", "--workers", "0")
     assert result.exit_code == 1 and "1 failed" in result.stderr
 
 
-def test_usage_errors(root, tmp_path):
+def test_usage_errors(cli, root, tmp_path):
     cases = [
         (["watch", str(root), "--raw-budget", "10G"], "give --drop-raw too"),
         (["watch", str(root), "--drop-raw", "--raw-budget", "lots"], "not a size"),
@@ -44,26 +39,26 @@ def test_usage_errors(root, tmp_path):
         (["watch", str(tmp_path / "missing")], "does not exist"),
     ]
     for args, message in cases:
-        result = runner.invoke(app, args)
+        result = cli(*args)
         assert result.exit_code == 2, (args, result.output)
         assert message in result.stderr.replace("\n", " "), (args, result.stderr)
 
 
-def test_status_without_an_index(tmp_path):
-    result = runner.invoke(app, ["status", str(tmp_path)])
+def test_status_without_an_index(cli, tmp_path):
+    result = cli("status", str(tmp_path))
     assert result.exit_code == 3 and "no .tcmp/index.sqlite" in result.stderr
-    result = runner.invoke(app, ["status", "--db", str(tmp_path / "x.sqlite")])
+    result = cli("status", "--db", str(tmp_path / "x.sqlite"))
     assert result.exit_code == 3 and "no such index file" in result.stderr
 
 
-def test_one_db_for_several_roots(tmp_path, root):
+def test_one_db_for_several_roots(cli, tmp_path, root):
     other = tmp_path / "other"
     other.mkdir()
     write_fx(root, 0, 1)
     write_fx(other, 0, 2)
     db = tmp_path / "all.sqlite"
-    result = runner.invoke(app, ["watch", str(root), str(other), "--db", str(db), "--once", "--workers", "0"])
+    result = cli("watch", str(root), str(other), "--db", str(db), "--once", "--workers", "0")
     assert result.exit_code == 0, result.output
-    status = runner.invoke(app, ["status", "--db", str(db)])
+    status = cli("status", "--db", str(db))
     assert "files indexed  2 (2 tensors)" in status.stdout
     assert not (root / ".tcmp").exists() and not (other / ".tcmp").exists()
