@@ -587,9 +587,10 @@ class Dispatcher:
     def _give_up(self, path: str, entry: _Pending) -> None:
         del self._pending[path]
         self.counters.given_up += 1
-        minutes = self._settings.incomplete_timeout / 60
+        timeout = self._settings.incomplete_timeout
+        waited = f"{timeout:.3g} s" if timeout < 120 else f"{timeout / 60:.3g} min"
         what = "truncated forever" if entry.truncated else "gave up waiting"
-        reason = f"{what}: {entry.reason} (unchanged for {minutes:.3g} min)"
+        reason = f"{what}: {entry.reason} (unchanged for {waited})"
         log.warning("%s: %s; recorded as an error, looked at again only if it changes", path, reason)
         row = ProblemRow(Path(path), FileState.ERROR, reason, entry.key)
         self._writer.put(entry.root.spec.index, entry.root.spec.root, row)

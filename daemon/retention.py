@@ -43,6 +43,16 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
+def format_size(n: int) -> str:
+    """Bytes for people: '512 B', '1.5 MiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
 @dataclass(frozen=True)
 class RetentionPolicy:
     """`drop_raw`: delete raw dump files once summarized; `raw_budget`: but keep the first that many bytes of

@@ -27,7 +27,7 @@ from tcmp.schemas.index import daemon_state_now, default_index_path
 
 from .convert import WorkerPool
 from .dispatch import Dispatcher, DispatchSettings
-from .retention import Deleter, RetentionPolicy
+from .retention import Deleter, RetentionPolicy, format_size
 from .watch import Watcher
 from .writer import IndexWriterThread, RootIndex
 
@@ -114,15 +114,6 @@ class Notifier:
 # The daemon
 
 
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
 class Daemon:
     """One run of `tcmp watch`. `run()` returns when stopped (signal, `request_stop`) or, with `once`, done."""
 
@@ -189,7 +180,7 @@ class Daemon:
             return "; raw files are kept"
         text = "; raw dump files are deleted once their summary is committed"
         if policy.raw_budget:
-            text += f" (the first {_size(policy.raw_budget)} per root are kept)"
+            text += f" (the first {format_size(policy.raw_budget)} per root are kept)"
         if policy.keep_raw_ops:
             text += f", except ops matching {', '.join(policy.keep_raw_ops)}"
         return text
@@ -220,7 +211,7 @@ class Daemon:
             report.summarized,
             report.failed,
             report.deleted_files,
-            _size(report.deleted_bytes),
+            format_size(report.deleted_bytes),
         )
 
     def _install_signal_handlers(self) -> list:
@@ -333,9 +324,9 @@ class Daemon:
     def _status_line(self) -> str:
         counters = self.dispatcher.counters
         return (
-            f"{counters.summarized} files summarized ({_size(self.writer.committed_bytes)} committed), "
+            f"{counters.summarized} files summarized ({format_size(self.writer.committed_bytes)} committed), "
             f"{self.dispatcher.pending} pending, {self.dispatcher.queued + self.dispatcher.in_flight} queued, "
-            f"{counters.failed + counters.given_up} failed, {_size(self.deleter.deleted_bytes)} freed"
+            f"{counters.failed + counters.given_up} failed, {format_size(self.deleter.deleted_bytes)} freed"
         )
 
     def report(self) -> RunReport:

@@ -11,6 +11,8 @@ from typing import Optional
 
 from tcmp.schemas.index import DaemonStatus, IndexError_, IndexStatus, find_index, open_index
 
+from .retention import format_size
+
 HEARTBEAT_STALE_S = 60.0  # the daemon writes a heartbeat every 15 s
 
 
@@ -55,15 +57,6 @@ def daemon_running(daemon: Optional[DaemonStatus], now_ns: Optional[int] = None)
     return True
 
 
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
 def _ago(ns: int, now_ns: int) -> str:
     seconds = max(0.0, (now_ns - ns) / 1e9)
     if seconds < 120:
@@ -93,11 +86,12 @@ def status_lines(status: IndexStatus, now_ns: Optional[int] = None) -> tuple[Sta
         StatusLine("files indexed", f"{status.summarized} ({status.tensors} tensors) and {status.graphs} graph files"),
         StatusLine("pending", f"{status.incomplete} files not complete yet"),
         StatusLine("failed", f"{status.failed} files"),
-        StatusLine("bytes read", _size(status.bytes_read)),
-        StatusLine("bytes freed", _size(status.bytes_freed) + " (raw files deleted after their summary)"),
+        StatusLine("bytes read", format_size(status.bytes_read)),
+        StatusLine("bytes freed", format_size(status.bytes_freed) + " (raw files deleted after their summary)"),
         StatusLine(
             "rate",
-            f"{status.files_last_minute / 60:.1f} files/s, {_size(status.bytes_last_minute // 60)}/s (last minute)",
+            f"{status.files_last_minute / 60:.1f} files/s, "
+            f"{format_size(status.bytes_last_minute // 60)}/s (last minute)",
         ),
         StatusLine("last commit", _ago(status.last_commit_ns, now_ns) if status.last_commit_ns else "never"),
     ]

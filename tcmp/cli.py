@@ -203,17 +203,32 @@ def compare(
 @app.command()
 def demo(
     directory: Annotated[
-        Optional[Path], typer.Argument(help="Where to write the example (default: a temp dir).")
+        Optional[Path], typer.Argument(help="An empty directory for the example (default: a new temp dir).")
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Worker processes.")] = os.cpu_count() or 1,
 ) -> None:
-    """Synthesize a GE dump with injected faults and its golden FX dump, compare them, print the summary."""
+    """The main job on a built-in example: a simulated inference writes a synthetic GE dump (with injected faults)
+    and its golden FX dump while `tcmp watch --drop-raw` condenses them; then the compare runs from the index."""
     from tcmp.compare.console import print_summary
-    from tcmp.compare.demo import run_demo
+    from tcmp.daemon.demo import DemoError, run_demo
+    from tcmp.daemon.retention import format_size
 
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="tcmp-demo-"))
-    err.print(f"writing a synthetic dump pair under {root} …", highlight=False)
-    demo_result = run_demo(root, jobs=jobs)
+    try:
+        demo_result = run_demo(root, jobs=jobs, progress=lambda message: err.print(message, highlight=False))
+    except DemoError as exc:
+        raise _fail(str(exc)) from None
+    replay, index = demo_result.replay, demo_result.index
+    out.print(
+        f"simulated inference wrote {replay.files} files ({format_size(replay.bytes)}, {replay.chunks} writes) "
+        f"in {replay.seconds:.1f} s; indexed {demo_result.indexed_after_s:.1f} s after the last write"
+    )
+    out.print(
+        f"index {index.path}: {index.summarized} dump files and {index.graphs} graphs summarized, "
+        f"{format_size(index.bytes_freed)} of raw files deleted, {index.failed} recorded as failed"
+    )
+    for problem in index.recent_errors:
+        out.print(f"  kept raw: {problem.path}: {problem.error}")
     out.print(f"injected faults: {', '.join(demo_result.faults)}")
     print_summary(out, demo_result.result)
 

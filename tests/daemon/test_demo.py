@@ -1,0 +1,66 @@
+"""`tcmp demo` (issue 4, item 9): a simulated inference writes the synthetic dump in chunks while a real
+`tcmp watch --drop-raw` process runs; the compare then runs from the index it left."""
+
+from __future__ import annotations
+
+import pytest
+
+from tcmp.daemon.demo import DemoError, run_demo
+from tcmp.schemas.index import default_index_path
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return run_demo(tmp_path_factory.mktemp("demo") / "run", jobs=1)
+
+
+def left_in_dump(demo):
+    """Every file still in the watched tree, by walking it (not by asking the index)."""
+    return {p: p.stat().st_size for p in demo.dump.rglob("*") if p.is_file() and ".tcmp" not in p.parts}
+
+
+def test_the_daemon_indexed_every_file_and_kept_only_what_it_could_not_summarize(demo):
+    assert demo.daemon_exit == 0  # stopped by SIGTERM, everything committed
+    index = demo.index
+    assert index.summarized + index.graphs + index.failed == demo.replay.files
+    assert demo.replay.chunks > demo.replay.files  # the bigger files did arrive in several writes
+    left = left_in_dump(demo)
+    graphs = {p for p in left if p.suffix == ".txt"}
+    raw = set(left) - graphs
+    # the one data file kept is the truncated one (Gelu_0, token 0), recorded with the reason
+    assert len(raw) == 1 and next(iter(raw)).name.startswith("Gelu.Gelu_0.")
+    assert index.failed == 1 and "truncated forever" in index.recent_errors[0].error
+    assert str(index.recent_errors[0].path) == str(next(iter(raw)))
+    assert len(graphs) == index.graphs
+    assert index.bytes_freed == demo.replay.bytes - sum(left.values())  # every other byte written was freed
+    assert default_index_path(demo.dump).is_file()
+    log = demo.watch_log.read_text()
+    assert "raw dump files are deleted once their summary is committed" in log and "truncated forever" in log
+
+
+def test_the_compare_ran_from_the_index_and_found_the_faults(demo):
+    result = demo.result
+    (rank,) = result.ranks
+    assert result.mode.value == "statistics" and "summaries only" in result.mode_reason
+    assert rank.counts.rows > 0 and rank.counts.rows_from_index == rank.counts.rows
+    first = {d.token: d.op_name for d in rank.divergences}
+    assert first == {0: "layers.1/MatMul_1", 1: "layers.1/MatMul_1"}  # the injected REL_ERROR, both tokens
+    report = rank.report
+    assert report.csv.is_file() and report.xlsx.is_file() and report.csv.parent == demo.root / "report"
+
+
+def test_needs_a_directory_of_its_own(tmp_path):
+    (tmp_path / "something").write_text("mine")
+    with pytest.raises(DemoError, match="not empty"):
+        run_demo(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["something"]
+
+
+def test_cli(cli, tmp_path):
+    result = cli("demo", tmp_path / "demo", "--jobs", "1")
+    assert result.exit_code == 0, result.output
+    assert "first divergence in token 0: layers.1/MatMul_1" in result.stdout
+    assert "1 recorded as failed" in result.stdout and "kept raw:" in result.stdout
+    assert "starting `tcmp watch" in result.stderr
+    taken = cli("demo", tmp_path / "demo")
+    assert taken.exit_code == 3 and "not empty" in taken.stderr
