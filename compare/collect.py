@@ -24,7 +24,7 @@ from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphKind
 from tcmp.schemas.graph_cache import load_graph
-from tcmp.schemas.index import FileState, IndexedFile, IndexError_, IndexReader, find_index, open_index
+from tcmp.schemas.index import FileState, IndexedFile, IndexReader, IndexUnusable, find_index, open_index
 from tcmp.schemas.layout import DumpFile, DumpTree, GraphFile, discover
 from tcmp.schemas.records import Side
 
@@ -108,7 +108,7 @@ def _with_index(
         reader = open_index(path)
         indexed = reader.files_under(tree.root)
         graph_files = reader.graph_files_under(tree.root)
-    except (IndexError_, sqlite3.Error, OSError) as exc:
+    except (IndexUnusable, sqlite3.Error, OSError) as exc:
         notes.append(f"index {path} unusable, raw files only: {exc}")
         return tree, IndexedTree(None, {}), None
     on_disk = {f.path for f in tree.files}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from tcmp.compare.run import CompareOptions, CompareResult, run_compare
-from tcmp.schemas.index import IndexError_, IndexStatus, default_index_path, open_index
+from tcmp.schemas.index import IndexStatus, IndexUnusable, default_index_path, open_index
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 
@@ -137,7 +137,7 @@ def _wait_until_indexed(index: Path, expected: int, daemon: _Daemon) -> IndexSta
         try:
             with open_index(index) as reader:
                 status = reader.status()
-        except IndexError_:
+        except IndexUnusable:
             pass  # not created yet, or created but its schema not yet committed
         else:
             if status.summarized + status.graphs + status.failed == expected and not status.incomplete:

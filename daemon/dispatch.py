@@ -40,8 +40,8 @@ from tcmp.schemas.index import (
     FileKey,
     FileState,
     ForgetRow,
-    IndexError_,
     IndexReader,
+    IndexUnusable,
     KnownFile,
     ProblemRow,
     RawFlagRow,
@@ -52,6 +52,7 @@ from tcmp.schemas.layout import FileKind, classify_name
 from .convert import Failed, GraphParsed, NotReady, Skipped, Summarized, Vanished, WorkerPool, WorkResult
 from .retention import Deleter, Deletion, RetentionPolicy
 from .scan import DirectoryListing, TreeScanner
+from .threads import OwnThread
 from .writer import IndexWriterThread, RootIndex
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ class DispatchCounters:
     given_up: int = 0
 
 
-class Dispatcher:
+class Dispatcher(OwnThread):
     """Owns the decision of what to examine when (see the module docstring); one thread, fed through an inbox."""
 
     def __init__(
@@ -216,15 +217,6 @@ class Dispatcher:
         self.max_batches = max(2, 2 * max(pool.workers, 1))
 
     # -- API (any thread)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout: Optional[float] = None) -> None:
-        self._thread.join(timeout)
-
-    def is_alive(self) -> bool:
-        return self._thread.is_alive()
 
     def on_fs_event(self, kind: str, path: str) -> None:
         self._inbox.put(FsEvent(kind, path))
@@ -345,7 +337,7 @@ class Dispatcher:
             if message.index not in self._readers:
                 try:
                     self._readers[message.index] = open_index(message.index)
-                except IndexError_ as exc:
+                except IndexUnusable as exc:
                     log.error("cannot read the index %s: %s", message.index, exc)
                     return
             for root in affected:

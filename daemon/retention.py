@@ -27,6 +27,8 @@ from typing import Callable, Optional
 from tcmp.schemas.index import FileKey
 from tcmp.schemas.layout import DumpFile, FileKind, classify_name
 
+from .threads import OwnThread
+
 log = logging.getLogger(__name__)
 
 DELETABLE_KINDS = frozenset({FileKind.GE_BINARY, FileKind.FX_NPY})
@@ -102,7 +104,7 @@ class DeletionFailed:
     reason: str
 
 
-class Deleter:
+class Deleter(OwnThread):
     """Unlinks raw files after their commit (unlink costs ~80 µs, more than summarizing a small file, so it gets
     its own thread). `on_failed` hears about files that were kept after all, so the index can say so."""
 
@@ -114,15 +116,6 @@ class Deleter:
         self._plain_directories: dict[str, bool] = {}
         self.deleted_files = 0
         self.deleted_bytes = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout: Optional[float] = None) -> None:
-        self._thread.join(timeout)
-
-    def is_alive(self) -> bool:
-        return self._thread.is_alive()
 
     def put(self, deletion: Deletion) -> None:
         self._inbox.put(deletion)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from tcmp.schemas.index import DaemonStatus, IndexError_, IndexStatus, find_index, open_index
+from tcmp.schemas.index import DaemonState, IndexStatus, IndexUnusable, find_index, open_index
 
 from .retention import format_size
 
@@ -26,12 +26,12 @@ def locate_index(directory: Optional[Path], db: Optional[Path]) -> Path:
     """The index to report on: `--db`, else the one of the watched root containing `directory` (or the cwd)."""
     if db is not None:
         if not db.is_file():
-            raise IndexError_(f"{db}: no such index file")
+            raise IndexUnusable(f"{db}: no such index file")
         return db
     start = directory if directory is not None else Path.cwd()
     found = find_index(start)
     if found is None:
-        raise IndexError_(f"no .tcmp/index.sqlite in {start} or its parents (is `tcmp watch` running on it?)")
+        raise IndexUnusable(f"no .tcmp/index.sqlite in {start} or its parents (is `tcmp watch` running on it?)")
     return found
 
 
@@ -40,7 +40,7 @@ def read_status(index: Path) -> IndexStatus:
         return reader.status()
 
 
-def daemon_running(daemon: Optional[DaemonStatus], now_ns: Optional[int] = None) -> bool:
+def daemon_running(daemon: Optional[DaemonState], now_ns: Optional[int] = None) -> bool:
     """A recent heartbeat, no stop recorded, and (on this host) the process still exists."""
     if daemon is None or daemon.stopped_ns is not None:
         return False

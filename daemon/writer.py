@@ -25,14 +25,15 @@ from typing import Callable, Optional, Union
 from tcmp.schemas.index import (
     CommitResult,
     DaemonState,
-    IndexError_,
     IndexRecord,
+    IndexUnusable,
     IndexWriter,
     RawFlagRow,
     SummaryRow,
 )
 
 from .retention import Deleter, Deletion, DeletionFailed, RawBudget, RetentionPolicy
+from .threads import OwnThread
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class _IndexSlot:
         self.budgets: dict[str, RawBudget] = {}
 
 
-class IndexWriterThread:
+class IndexWriterThread(OwnThread):
     """Writes for every index; reports index availability (`on_index`) and committed paths (`on_committed`)."""
 
     def __init__(
@@ -128,15 +129,6 @@ class IndexWriterThread:
         self.committed_bytes = 0
 
     # -- API for other threads
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout: Optional[float] = None) -> None:
-        self._thread.join(timeout)
-
-    def is_alive(self) -> bool:
-        return self._thread.is_alive()
 
     def put(self, index: Path, root: str, record: IndexRecord) -> None:
         self._inbox.put(Write(index, root, record))
@@ -243,7 +235,7 @@ class IndexWriterThread:
             for root in slot.roots:
                 slot.writer.add_root(Path(root))
                 slot.budgets[root] = RawBudget(self._policy, slot.writer.kept_raw_bytes(Path(root)))
-        except IndexError_ as exc:
+        except IndexUnusable as exc:
             if slot.writer is not None:
                 slot.writer.close()
             slot.writer = None

@@ -42,6 +42,16 @@ def _fail(message: str, code: int = EXIT_RUNTIME) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _check_writable(directory: Path, what: str) -> None:
+    """Fail before any work when the output directory cannot be created or written (not after an hour)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".tcmp-write-test"):
+            pass
+    except OSError as exc:
+        raise _fail(f"cannot write {what} {directory}: {exc.strerror or exc}") from None
+
+
 def _progress():
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -92,12 +102,7 @@ def parse(
         raise _fail("no GE dump files found under " + ", ".join(map(str, paths)), EXIT_FAILURES)
     target = None if info else output_path
     if target is not None:
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=target, prefix=".tcmp-write-test"):
-                pass
-        except OSError as exc:
-            raise _fail(f"cannot write to {target}: {exc.strerror or exc}") from None
+        _check_writable(target, "to")
     failed = 0
     with _progress() as progress:
         task = progress.add_task("parsing", total=len(files))
@@ -170,12 +175,7 @@ def compare(
         chosen = DataMode(data_mode)
     except ValueError:
         raise _fail(f"--data-mode must be one of {', '.join(m.value for m in DataMode)}", EXIT_USAGE) from None
-    try:
-        output_path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=output_path, prefix=".tcmp-write-test"):
-            pass
-    except OSError as exc:
-        raise _fail(f"cannot write reports to {output_path}: {exc.strerror or exc}") from None
+    _check_writable(output_path, "reports to")
     thresholds = Thresholds(cosine=cosine, max_relative_err=max_rel_err, stats_relative_err=stats_rel_err)
     options = CompareOptions(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
@@ -307,11 +307,11 @@ def status(
 ) -> None:
     """Files indexed, pending and failed, bytes read and freed, rate, and whether the daemon runs."""
     from tcmp.daemon.status import locate_index, read_status, status_lines
-    from tcmp.schemas.index import IndexError_
+    from tcmp.schemas.index import IndexUnusable
 
     try:
         lines = status_lines(read_status(locate_index(directory, db)))
-    except IndexError_ as exc:
+    except IndexUnusable as exc:
         raise _fail(str(exc)) from None
     width = max(len(line.label) for line in lines)
     for line in lines:

@@ -25,7 +25,7 @@ from tcmp.schemas.index import (
     FileState,
     ForgetRow,
     GraphRow,
-    IndexError_,
+    IndexUnusable,
     IndexWriter,
     ProblemRow,
     RawFlagRow,
@@ -254,7 +254,7 @@ def test_find_index_walks_up_and_open_index_refuses_what_it_cannot_read(root, tm
     nested = root / FX_DIR
     nested.mkdir(parents=True)
     assert find_index(nested) is None
-    with pytest.raises(IndexError_, match=r"no \.tcmp/index\.sqlite"):
+    with pytest.raises(IndexUnusable, match=r"no \.tcmp/index\.sqlite"):
         open_index(nested)
     IndexWriter(default_index_path(root)).close()
     assert find_index(nested) == root / INDEX_DIR / INDEX_FILE
@@ -262,14 +262,14 @@ def test_find_index_walks_up_and_open_index_refuses_what_it_cannot_read(root, tm
     conn = sqlite3.connect(default_index_path(root))
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(IndexError_, match="schema"):
+    with pytest.raises(IndexUnusable, match="schema"):
         open_index(root)
-    with pytest.raises(IndexError_, match="newer tcmp"):
+    with pytest.raises(IndexUnusable, match="newer tcmp"):
         IndexWriter(default_index_path(root))
 
 
 def test_writer_never_creates_a_missing_root(tmp_path):
-    with pytest.raises(IndexError_):
+    with pytest.raises(IndexUnusable):
         IndexWriter(default_index_path(tmp_path / "deleted-root"))
     assert not (tmp_path / "deleted-root").exists()
 

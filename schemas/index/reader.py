@@ -1,0 +1,364 @@
+"""Reading an index: `tcmp compare` (files and their summaries, graphs), `tcmp status`, and the daemon's resume
+check. Readers never block the daemon's writes (WAL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+from ..errors import DumpError
+from ..graph import Graph, parse_graph_file_name
+from ..layout import INDEX_DIR, DumpFile, GraphFile
+from ..records import FileSummary, Side, TensorSummary
+from .codec import KINDS, SIDES, STATES, graph_op, int_or_none, rebuild_dump_file, tensor_summary
+from .schema import (
+    FILES_SELECT,
+    IN_CHUNK,
+    INDEX_FILE,
+    SCHEMA_VERSION,
+    TENSOR_COLUMNS,
+    FileKey,
+    FileState,
+    IndexUnusable,
+    connect,
+    find_index,
+    prefix_range,
+    schema_version_of,
+)
+from .writer import DaemonState
+
+
+@dataclass(frozen=True)
+class KnownFile:
+    """What the index remembers of one path (the daemon's resume check)."""
+
+    path: str
+    key: Optional[FileKey]
+    state: FileState
+    raw_deleted: bool
+    summaries: int
+
+
+@dataclass(frozen=True)
+class IndexedFile:
+    """A dump file as the index knows it. `file` is rebuilt from the row, exactly as `layout.locate` gave it to
+    the daemon (at the path the file has now, if the tree was moved with its index)."""
+
+    file: DumpFile
+    id: int
+    state: FileState
+    error: Optional[str]
+    raw_deleted: bool
+    header_op_name: Optional[str]  # GE: the header's unsanitized op name (None until summarized)
+    key: Optional[FileKey]
+    dump_time: Optional[int]
+    indexed_ns: int
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+
+@dataclass(frozen=True)
+class IndexedProblem:
+    """A row for a file whose name could not be placed in a dump tree (no DumpFile), with the reason."""
+
+    path: Path
+    state: FileState
+    error: Optional[str]
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    """Counters for `tcmp status`."""
+
+    path: Path
+    schema_version: int
+    summarized: int
+    incomplete: int
+    failed: int
+    graphs: int
+    tensors: int
+    bytes_read: int  # size of every summarized file
+    bytes_freed: int  # size of the raw files the daemon deleted
+    files_last_minute: int
+    bytes_last_minute: int
+    last_commit_ns: Optional[int]
+    recent_errors: tuple[IndexedProblem, ...]
+    daemon: Optional[DaemonState]
+    immutable: bool  # opened with immutable=1 (read-only directory and no running writer)
+
+
+class IndexReader:
+    """Read access to one index. Open with `open_index`."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, *, immutable: bool) -> None:
+        self.path = path
+        self.conn = conn
+        self.immutable = immutable
+        self.schema_version = schema_version_of(conn)
+        if self.schema_version != SCHEMA_VERSION:
+            conn.close()
+            raise IndexUnusable(f"{path}: index schema {self.schema_version}, this tcmp reads {SCHEMA_VERSION}")
+        self._stored_root, self._actual_root = self._relocation()
+        self._directories: dict[str, Path] = {}
+
+    def __enter__(self) -> IndexReader:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- paths: a tree copied or moved together with its .tcmp/ directory still resolves
+
+    def _relocation(self) -> tuple[Optional[str], Optional[str]]:
+        if self.path.name != INDEX_FILE or self.path.parent.name != INDEX_DIR:
+            return None, None
+        actual = str(Path(os.path.realpath(self.path.parent.parent)))
+        roots = [row[0] for row in self.conn.execute("SELECT path FROM roots")]
+        if len(roots) != 1 or roots[0] == actual:
+            return None, None
+        return roots[0], actual
+
+    def _to_stored(self, path: str) -> str:
+        if self._actual_root is not None and (path == self._actual_root or path.startswith(self._actual_root + "/")):
+            return self._stored_root + path[len(self._actual_root) :]  # type: ignore[operator]
+        return path
+
+    def _to_actual(self, path: str) -> str:
+        if self._stored_root is not None and (path == self._stored_root or path.startswith(self._stored_root + "/")):
+            return self._actual_root + path[len(self._stored_root) :]  # type: ignore[operator]
+        return path
+
+    def _path(self, stored: str) -> Path:
+        """Path of a stored path string; directories are parsed once (Path() of a deep path costs ~25 µs)."""
+        directory, _, name = self._to_actual(stored).rpartition("/")
+        parent = self._directories.get(directory)
+        if parent is None:
+            if len(self._directories) > 65536:
+                self._directories.clear()
+            parent = self._directories[directory] = Path(directory or "/")
+        return parent / name
+
+    def _rows_under(self, root: Union[str, Path], where: str, params: tuple = ()) -> list[tuple]:
+        stored = self._to_stored(os.path.realpath(root))
+        if stored == "/":
+            return self.conn.execute(f"{FILES_SELECT} WHERE {where} ORDER BY path", params).fetchall()
+        low, high = prefix_range(stored)
+        query = f"{FILES_SELECT} WHERE path >= ? AND path < ? AND {where} ORDER BY path"
+        return self.conn.execute(query, (low, high, *params)).fetchall()
+
+    # -- dump files
+
+    def files_under(self, root: Union[str, Path]) -> tuple[IndexedFile, ...]:
+        """Every dump file (GE and FX, in every state) the index holds below `root`, in path order."""
+        rows = self._rows_under(root, "side IN (?, ?)", (Side.GE.value, Side.FX.value))
+        return tuple(f for f in (self._indexed_file(row) for row in rows) if f is not None)
+
+    def problems_under(self, root: Union[str, Path]) -> tuple[IndexedProblem, ...]:
+        """Rows of files that looked like dumps but whose names could not be placed (no side)."""
+        rows = self._rows_under(root, "side IS NULL")
+        return tuple(IndexedProblem(Path(self._to_actual(r[1])), FileState(r[16]), r[17]) for r in rows)
+
+    def _indexed_file(self, row: tuple) -> Optional[IndexedFile]:
+        file_id, stored_path, inode, size, mtime_ns, side, kind = row[:7]
+        rank, token, model, run, device, model_id, op_type, op_name, header_op_name = row[7:16]
+        state, error, raw_deleted, dump_time, mapped_name, indexed_ns = row[16:]
+        path = self._path(stored_path)
+        placed = (rank, token, model, run, device, model_id, op_type, op_name)
+        try:
+            dump_file = rebuild_dump_file(path, SIDES[side], KINDS[kind], mapped_name, placed)
+        except (DumpError, ValueError):
+            return None  # a name this tcmp no longer parses; the row cannot be placed
+        key = FileKey(inode, size, mtime_ns) if inode is not None else None
+        return IndexedFile(
+            dump_file,
+            file_id,
+            STATES[state],
+            error,
+            bool(raw_deleted),
+            header_op_name,
+            key,
+            int_or_none(dump_time),
+            indexed_ns,
+        )
+
+    def summaries(self, file: IndexedFile) -> FileSummary:
+        """The stored summary of one file (no tensors unless its state is summarized)."""
+        return self.summaries_of((file,))[0]
+
+    def summaries_of(self, files: Sequence[IndexedFile]) -> tuple[FileSummary, ...]:
+        """Stored summaries of many files at once (batched queries), in the order given."""
+        by_id: dict[int, list[TensorSummary]] = {f.id: [] for f in files}
+        ids = list(by_id)
+        for start in range(0, len(ids), IN_CHUNK):
+            chunk = ids[start : start + IN_CHUNK]
+            query = (
+                f"SELECT {', '.join(TENSOR_COLUMNS)} FROM tensors WHERE file_id IN ({', '.join('?' * len(chunk))}) "
+                "ORDER BY file_id, position"
+            )
+            for row in self.conn.execute(query, chunk):
+                by_id[row[0]].append(tensor_summary(row))
+        return tuple(
+            FileSummary(
+                path=f.path,
+                op_name=f.header_op_name or f.file.op_name,
+                dump_time=f.dump_time if f.dump_time is not None else f.file.timestamp,
+                tensors=tuple(by_id[f.id]),
+            )
+            for f in files
+        )
+
+    # -- graphs
+
+    def graph_files_under(self, root: Union[str, Path]) -> tuple[GraphFile, ...]:
+        rows = self._rows_under(root, "side = ? AND state = ?", (Side.GRAPH.value, FileState.SUMMARIZED.value))
+        found = []
+        for row in rows:
+            path = Path(self._to_actual(row[1]))
+            name = parse_graph_file_name(path.name)
+            if name is not None:
+                found.append(GraphFile(path, name))
+        return tuple(found)
+
+    def graph(self, path: Union[str, Path]) -> Optional[Graph]:
+        """The parsed graph stored for `path`, if it is still what is on disk (same size and mtime) or the file is
+        gone; None when the index has no parse of it or the file has changed since."""
+        actual = os.path.realpath(path)
+        row = self.conn.execute(
+            "SELECT f.id, f.size, f.mtime_ns, g.name, g.warnings FROM files f JOIN graphs g ON g.file_id = f.id "
+            "WHERE f.path = ? AND f.state = ?",
+            (self._to_stored(actual), FileState.SUMMARIZED.value),
+        ).fetchone()
+        if row is None:
+            return None
+        file_id, size, mtime_ns, name, warnings = row
+        try:
+            stat = os.stat(actual)
+        except FileNotFoundError:
+            stat = None
+        if stat is not None and (stat.st_size != size or stat.st_mtime_ns != mtime_ns):
+            return None
+        ops = tuple(
+            graph_op(r)
+            for r in self.conn.execute(
+                "SELECT op_order, name, type, inputs, control_inputs, outputs, original_op_names, stack_info "
+                "FROM graph_ops WHERE file_id = ? ORDER BY op_order",
+                (file_id,),
+            )
+        )
+        return Graph(name=name, path=Path(actual), ops=ops, warnings=tuple(json.loads(warnings)) if warnings else ())
+
+    # -- the daemon's resume check
+
+    def lookup(self, paths: Sequence[str]) -> tuple[KnownFile, ...]:
+        """What the index holds for these (stored) paths; paths it does not know are left out."""
+        found: list[KnownFile] = []
+        for start in range(0, len(paths), IN_CHUNK):
+            chunk = list(paths[start : start + IN_CHUNK])
+            query = (
+                "SELECT path, inode, size, mtime_ns, state, raw_deleted, summaries FROM files "
+                f"WHERE path IN ({', '.join('?' * len(chunk))})"
+            )
+            for path, inode, size, mtime_ns, state, raw_deleted, summaries in self.conn.execute(query, chunk):
+                key = FileKey(inode, size, mtime_ns) if inode is not None else None
+                found.append(KnownFile(path, key, FileState(state), bool(raw_deleted), summaries))
+        return tuple(found)
+
+    # -- status
+
+    def status(self, recent_errors: int = 5) -> IndexStatus:
+        counts = {state: 0 for state in FileState}
+        bytes_read = 0
+        for state, count, size in self.conn.execute(
+            "SELECT state, count(*), sum(size) FROM files WHERE side IS NULL OR side != ? GROUP BY state",
+            (Side.GRAPH.value,),
+        ):
+            counts[FileState(state)] = count
+            if state == FileState.SUMMARIZED.value:
+                bytes_read = int(size or 0)
+        graphs = self.conn.execute("SELECT count(*) FROM graphs").fetchone()[0]
+        tensors = self.conn.execute("SELECT count(*) FROM tensors").fetchone()[0]
+        freed = self.conn.execute("SELECT sum(size) FROM files WHERE raw_deleted = 1").fetchone()[0] or 0
+        now = time.time_ns()
+        files_minute, bytes_minute = self.conn.execute(
+            "SELECT sum(files), sum(bytes) FROM commits WHERE committed_ns >= ?", (now - 60_000_000_000,)
+        ).fetchone()
+        last_commit = self.conn.execute("SELECT max(committed_ns) FROM commits WHERE files > 0").fetchone()[0]
+        errors = tuple(
+            IndexedProblem(Path(self._to_actual(p)), FileState(s), e)
+            for p, s, e in self.conn.execute(
+                "SELECT path, state, error FROM files WHERE state = ? ORDER BY indexed_ns DESC LIMIT ?",
+                (FileState.ERROR.value, recent_errors),
+            )
+        )
+        return IndexStatus(
+            path=self.path,
+            schema_version=self.schema_version,
+            summarized=counts[FileState.SUMMARIZED],
+            incomplete=counts[FileState.INCOMPLETE],
+            failed=counts[FileState.ERROR],
+            graphs=graphs,
+            tensors=tensors,
+            bytes_read=bytes_read,
+            bytes_freed=int(freed),
+            files_last_minute=int(files_minute or 0),
+            bytes_last_minute=int(bytes_minute or 0),
+            last_commit_ns=last_commit,
+            recent_errors=errors,
+            daemon=self._daemon_status(),
+            immutable=self.immutable,
+        )
+
+    def _daemon_status(self) -> Optional[DaemonState]:
+        row = self.conn.execute(
+            "SELECT pid, host, started_ns, heartbeat_ns, stopped_ns, roots, queued, in_flight, pending "
+            "FROM daemon_state WHERE id = 1"
+        ).fetchone()
+        if row is None:
+            return None
+        pid, host, started, heartbeat, stopped, roots, queued, in_flight, pending = row
+        return DaemonState(pid, host, started, heartbeat, stopped, tuple(json.loads(roots)), queued, in_flight, pending)
+
+
+def open_index(path: Union[str, Path], readonly: bool = True) -> IndexReader:
+    """Open an index file (or the index of the watched root containing a directory) for reading.
+
+    Read-only opening works on a read-only directory too: SQLite needs to create the `-shm` file to read a WAL
+    database, which fails there once the daemon has exited (its clean shutdown removes `-wal` and `-shm`); the
+    reader then falls back to `immutable=1`, which is exact while no writer runs (and none can, in a directory
+    nobody may write to). Raises IndexUnusable when there is no usable index.
+    """
+    target = Path(path)
+    if target.is_dir():
+        found = find_index(target)
+        if found is None:
+            raise IndexUnusable(f"no {INDEX_DIR}/{INDEX_FILE} in {target} or its parents")
+        target = found
+    if not target.is_file():
+        raise IndexUnusable(f"{target}: no such index file")
+    if not readonly:
+        return IndexReader(target, connect(target, readonly=False), immutable=False)
+    conn = None
+    try:
+        conn = connect(target, readonly=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return IndexReader(target, conn, immutable=False)
+    except sqlite3.OperationalError:
+        if conn is not None:
+            conn.close()
+    try:
+        conn = connect(target, readonly=True, immutable=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        raise IndexUnusable(f"{target}: {exc}") from exc
+    return IndexReader(target, conn, immutable=True)

@@ -1,0 +1,220 @@
+"""The index's tables (created with sqlite-utils), its version, where an index lives, and how it is opened."""
+
+from __future__ import annotations
+
+import enum
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+from urllib.parse import quote
+
+from ..layout import INDEX_DIR
+
+SCHEMA_VERSION = 1
+INDEX_FILE = "index.sqlite"
+BUSY_TIMEOUT_S = 10.0  # readers
+WRITER_BUSY_TIMEOUT_S = 5.0  # the daemon retries a locked index itself, and says so in its log
+IN_CHUNK = 500  # host parameters per IN (...) query; old SQLite builds allow 999
+
+
+class IndexUnusable(Exception):
+    """The index cannot be used: missing, written by a newer tcmp, or not writable."""
+
+
+class FileState(str, enum.Enum):
+    SUMMARIZED = "summarized"
+    INCOMPLETE = "incomplete"  # shorter than its header promises (still being written, or truncated)
+    ERROR = "error"  # corrupt, unreadable, unrecognized, or truncated for good
+
+
+@dataclass(frozen=True)
+class FileKey:
+    """What identifies the content the daemon read: a rewrite or a rename-over changes one of these."""
+
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, stat: os.stat_result) -> FileKey:
+        return cls(stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    import sqlite_utils  # 130 ms to import: only writers create schemas
+
+    db = sqlite_utils.Database(conn)
+    db["roots"].create({"path": str, "added_ns": int}, pk="path", if_not_exists=True)
+    db["files"].create(
+        {
+            "id": int,
+            "path": str,
+            "inode": int,
+            "size": int,
+            "mtime_ns": int,
+            "side": str,
+            "kind": str,
+            "rank": int,
+            "token": int,
+            "model": str,
+            "run": str,
+            "device": int,
+            "model_id": int,
+            "op_type": str,
+            "op_name": str,
+            "header_op_name": str,
+            "io": str,
+            "io_index": int,
+            "io_sub_index": int,
+            "timestamp": str,  # FX timestamps have 20 digits: beyond SQLite's int64
+            "dump_time": str,
+            "mapped_name": str,
+            "state": str,
+            "error": str,
+            "attempts": int,
+            "summaries": int,
+            "raw_deleted": int,
+            "bytes": int,
+            "commit_seq": int,
+            "indexed_ns": int,
+        },
+        pk="id",
+        not_null=["path", "state", "attempts", "summaries", "raw_deleted", "indexed_ns"],
+        defaults={"attempts": 0, "summaries": 0, "raw_deleted": 0},
+        if_not_exists=True,
+    )
+    db["files"].create_index(["path"], index_name="files_path", unique=True, if_not_exists=True)
+    db["tensors"].create(
+        {
+            "file_id": int,
+            "position": int,
+            "io": str,
+            "io_index": int,
+            "io_sub_index": int,
+            "kind": str,
+            "dtype": str,
+            "shape": str,
+            "device_format": str,
+            "device_shape": str,
+            "has_summary": int,
+            "numel": int,
+            "min": float,
+            "max": float,
+            "mean": float,
+            "l2norm": float,
+            "nan_count": int,
+            "inf_count": int,
+            "crc32": int,
+            "float_flags": int,
+            "notes": str,
+        },
+        pk=("file_id", "position"),
+        foreign_keys=[("file_id", "files", "id")],
+        not_null=["io", "io_index", "kind", "has_summary", "float_flags"],
+        defaults={"float_flags": 0},
+        if_not_exists=True,
+    )
+    db["graphs"].create(
+        {"file_id": int, "name": str, "warnings": str, "op_count": int},
+        pk="file_id",
+        foreign_keys=[("file_id", "files", "id")],
+        if_not_exists=True,
+    )
+    db["graph_ops"].create(
+        {
+            "file_id": int,
+            "op_order": int,
+            "name": str,
+            "type": str,
+            "inputs": str,
+            "control_inputs": str,
+            "outputs": str,
+            "original_op_names": str,
+            "stack_info": str,
+        },
+        pk=("file_id", "op_order"),
+        foreign_keys=[("file_id", "files", "id")],
+        not_null=["name", "type", "inputs", "control_inputs", "outputs", "original_op_names"],
+        if_not_exists=True,
+    )
+    db["commits"].create(
+        {"seq": int, "committed_ns": int, "files": int, "bytes": int, "raw_deleted": int, "raw_deleted_bytes": int},
+        pk="seq",
+        if_not_exists=True,
+    )
+    db["daemon_state"].create(
+        {
+            "id": int,
+            "pid": int,
+            "host": str,
+            "started_ns": int,
+            "heartbeat_ns": int,
+            "stopped_ns": int,
+            "roots": str,
+            "queued": int,
+            "in_flight": int,
+            "pending": int,
+        },
+        pk="id",
+        if_not_exists=True,
+    )
+    # status lists problems; a partial index keeps that cheap without slowing the common (summarized) writes
+    conn.execute("CREATE INDEX IF NOT EXISTS files_problems ON files(state, indexed_ns) WHERE state != 'summarized'")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.commit()
+
+
+def schema_version_of(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def default_index_path(root: Union[str, Path]) -> Path:
+    return Path(root) / INDEX_DIR / INDEX_FILE
+
+
+def find_index(path: Union[str, Path]) -> Optional[Path]:
+    """The index of the watched root that contains `path`: `.tcmp/index.sqlite` in `path` or its parents."""
+    start = Path(os.path.abspath(path))
+    if not start.is_dir():
+        start = start.parent
+    for directory in (start, *start.parents):
+        candidate = directory / INDEX_DIR / INDEX_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def connect(
+    path: Path, *, readonly: bool, immutable: bool = False, busy_timeout: float = BUSY_TIMEOUT_S
+) -> sqlite3.Connection:
+    if readonly:
+        mode = "immutable=1" if immutable else "mode=ro"
+        conn = sqlite3.connect(f"file:{quote(str(path))}?{mode}", uri=True, timeout=busy_timeout)
+    else:
+        conn = sqlite3.connect(str(path), timeout=busy_timeout)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    return conn
+
+
+def prefix_range(directory: str) -> tuple[str, str]:
+    """[low, high) bounds of every path strictly below `directory` ('0' sorts right after '/')."""
+    directory = directory.rstrip("/")
+    return directory + "/", directory + "0"
+
+
+FILE_COLUMNS = (
+    "path", "inode", "size", "mtime_ns", "side", "kind", "rank", "token", "model", "run", "device", "model_id",
+    "op_type", "op_name", "header_op_name", "io", "io_index", "io_sub_index", "timestamp", "dump_time",
+    "mapped_name", "state", "error", "attempts", "summaries", "raw_deleted", "bytes", "commit_seq", "indexed_ns",
+)  # fmt: skip
+TENSOR_COLUMNS = (
+    "file_id", "position", "io", "io_index", "io_sub_index", "kind", "dtype", "shape", "device_format",
+    "device_shape", "has_summary", "numel", "min", "max", "mean", "l2norm", "nan_count", "inf_count", "crc32",
+    "float_flags", "notes",
+)  # fmt: skip
+FILES_SELECT = (
+    "SELECT id, path, inode, size, mtime_ns, side, kind, rank, token, model, run, device, model_id, op_type, "
+    "op_name, header_op_name, state, error, raw_deleted, dump_time, mapped_name, indexed_ns FROM files"
+)
