@@ -117,10 +117,14 @@ def read_npy_header(path: PathLike) -> NpyHeader:
     DumpIncomplete if the file ends inside the header (the writer has not finished it); DumpCorrupt if the bytes
     are not an .npy header at all.
     """
-    path = Path(path)
+    path = _as_path(path)
     with open(path, "rb") as fp:
         size = os.fstat(fp.fileno()).st_size
         return _read_header(fp, size, path)
+
+
+def _as_path(path: PathLike) -> Path:
+    return path if isinstance(path, Path) else Path(path)  # Path(a_path) parses the whole path again
 
 
 def _read_header(fp, size: int, path: Path) -> NpyHeader:
@@ -129,11 +133,14 @@ def _read_header(fp, size: int, path: Path) -> NpyHeader:
         if _could_start_npy(prefix):
             raise DumpIncomplete(path, f"file ends inside the .npy magic ({len(prefix)} bytes)")
         raise DumpCorrupt(path, "not an .npy file (bad magic)")
-    fp.seek(0)
-    try:
-        version = npy_format.read_magic(fp)
-    except ValueError as exc:
-        raise DumpCorrupt(path, f"not an .npy file: {exc}") from exc
+    if prefix.startswith(_MAGIC_PREFIX):
+        version = (prefix[-2], prefix[-1])  # what read_magic returns, without seeking back and reading again
+    else:
+        fp.seek(0)
+        try:
+            version = npy_format.read_magic(fp)  # raises, with numpy's own message
+        except ValueError as exc:
+            raise DumpCorrupt(path, f"not an .npy file: {exc}") from exc
     length_format = _HEADER_LENGTH_FORMATS.get(version)
     if length_format is None:
         raise DumpCorrupt(path, f"unsupported .npy format version {version}")
@@ -224,7 +231,7 @@ def npy_completeness(path: PathLike) -> Completeness:
     STOP is the last byte of the file; INCOMPLETE if the file ends before STOP (including inside an opcode's
     argument); CORRUPT if bytes follow STOP or an opcode is invalid before the end of the file.
     """
-    path = Path(path)
+    path = _as_path(path)
     with open(path, "rb") as fp:
         size = os.fstat(fp.fileno()).st_size
         try:
@@ -569,7 +576,7 @@ _NUMERIC_KINDS = "biufc"
 
 def read_fx_value(path: PathLike) -> FxValue:
     """Read one FX dump file. DumpIncomplete / DumpCorrupt when its size does not match its header."""
-    path = Path(path)
+    path = _as_path(path)
     with open(path, "rb") as fp:
         size = os.fstat(fp.fileno()).st_size
         header = _read_header(fp, size, path)
@@ -599,8 +606,13 @@ def _read_plain_array(fp, path: Path, header: NpyHeader) -> FxValue:
     if header.data_nbytes and header.data_nbytes >= _MMAP_THRESHOLD:
         array = np.memmap(path, header.dtype, mode="r", offset=header.data_offset, shape=header.shape, order=order)
     else:
-        fp.seek(header.data_offset)
-        array = np.fromfile(fp, dtype=header.dtype, count=count).reshape(header.shape, order=order)
+        # readinto a new array: np.fromfile on a Python file object dups the descriptor and costs more than the read
+        flat = np.empty(count, dtype=header.dtype)
+        if header.data_nbytes:
+            fp.seek(header.data_offset)
+            if fp.readinto(flat.view(np.uint8)) != header.data_nbytes:
+                raise DumpIncomplete(path, "file shrank while being read")
+        array = flat.reshape(header.shape, order=order)
     kind = header.dtype.kind
     if kind in ("U", "S"):
         return FxValue(FxValueKind.STRING, array, _string_text(array))

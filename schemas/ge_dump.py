@@ -193,7 +193,7 @@ def read_ge_dump(path: PathLike) -> GeDump:
     Raises DumpIncomplete when the file is shorter than its header promises and DumpCorrupt when it can never
     be read. Only the header bytes are read.
     """
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)  # Path(a_path) parses the whole path again
     with open(path, "rb") as handle:
         file_size = os.fstat(handle.fileno()).st_size
         header_length, probe = _read_prefix(handle, path, file_size)
