@@ -271,18 +271,29 @@ def locate(
     kind = classify_name(path.name)
     if kind is None:
         return None
-    parts = path.parent.parts
+    return _locate(path, path.name, kind, path.parent.parts, mapping, fx_token_base)
+
+
+def _locate(
+    path: Path,
+    name: str,
+    kind: FileKind,
+    parts: tuple[str, ...],
+    mapping: Optional[dict[str, str]],
+    fx_token_base: Optional[int],
+) -> Union[DumpFile, GraphFile, Unrecognized]:
+    """`locate` for a file already classified, with its directory's `parts` (computed once per directory)."""
     try:
         if kind is FileKind.GRAPH:
-            return GraphFile(path, parse_graph_file_name(path.name))  # type: ignore[arg-type]
+            return GraphFile(path, parse_graph_file_name(name))  # type: ignore[arg-type]
         if kind in (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY):
-            return _fx_record(kind, path, parts, parse_fx_file_name(path.name), fx_token_base)
-        if is_hashed_name(path.name):
+            return _fx_record(kind, path, parts, parse_fx_file_name(name), fx_token_base)
+        if is_hashed_name(name):
             mapping = mapping if mapping is not None else read_mapping(path.parent)
             if not mapping:
                 raise NameParseError(path, f"hashed long name but no {MAPPING_FILE} beside it")
-        name = resolve_ge_file_name(path.name, mapping or {})
-        return _ge_record(_GE_KINDS[name.kind], path, parts, name)
+        resolved = resolve_ge_file_name(name, mapping or {})
+        return _ge_record(_GE_KINDS[resolved.kind], path, parts, resolved)
     except DumpError as exc:
         return Unrecognized(path, exc.message)
 
@@ -298,12 +309,14 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
     problems: list[Unrecognized] = []
     for directory, entries in _walk(root):
         mapping: Optional[dict[str, str]] = None
+        parts = directory.parts
         for entry in entries:
             path = directory / entry.name  # cheaper than parsing entry.path again
             if entry.is_symlink() and path.is_dir():  # whatever its name: the files below it are not listed
                 problems.append(Unrecognized(path, "symlinked directory; not entered"))
                 continue
-            if classify_name(entry.name) is None:
+            kind = classify_name(entry.name)
+            if kind is None:
                 continue
             if entry.is_symlink() and not _inside(path, root):
                 problems.append(Unrecognized(path, "symlink pointing outside the dump tree; not followed"))
@@ -314,7 +327,7 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
                 except DumpError as exc:
                     problems.append(Unrecognized(path, exc.message))
                     continue
-            found = locate(path, mapping=mapping, fx_token_base=fx_token_base)
+            found = _locate(path, entry.name, kind, parts, mapping, fx_token_base)
             if isinstance(found, DumpFile):
                 files.append(found)
             elif isinstance(found, GraphFile):
