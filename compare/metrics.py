@@ -13,6 +13,7 @@ compared, and every message is kept.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -99,6 +100,7 @@ def _numeric(array: np.ndarray) -> np.ndarray:
     return array
 
 
+@functools.lru_cache(maxsize=64)  # asked once per pair, of a handful of dtype pairs
 def _relative_type(n: np.dtype, b: np.dtype) -> np.dtype:
     """msprobe's result type for relative errors: ints and bools count as float64, then at least float32."""
     n = np.dtype(np.float64) if n.kind in "biu" else n
@@ -154,15 +156,26 @@ class Prepared:
         self.finite = math.isfinite(self.squares)
         self.stats = _basic(self.f64, self.squares) if self.finite and self.f64.size else None
         self._as: dict[np.dtype, np.ndarray] = {}
+        self._zeros: dict[np.dtype, Optional[np.ndarray]] = {}
 
     @property
     def nbytes(self) -> int:
-        return self.f64.nbytes + sum(a.nbytes for a in self._as.values()) + self.values.nbytes
+        zeros = sum(z.nbytes for z in self._zeros.values() if z is not None)
+        copies = sum(a.nbytes for a in self._as.values() if a is not self.flat)
+        return self.f64.nbytes + copies + self.values.nbytes + zeros
 
     def as_type(self, dtype: np.dtype) -> np.ndarray:
         if dtype not in self._as:
-            self._as[dtype] = self.f64.astype(dtype, copy=False)
+            # the values themselves when they already are of that type (float64 -> float32 gives them back exactly)
+            self._as[dtype] = self.flat if self.flat.dtype == dtype else self.f64.astype(dtype, copy=False)
         return self._as[dtype]
+
+    def zeros(self, dtype: np.dtype) -> Optional[np.ndarray]:
+        """Where `as_type(dtype)` is 0 (None: nowhere); a bench side's mask serves every pair it is in."""
+        if dtype not in self._zeros:
+            mask = self.as_type(dtype) == 0
+            self._zeros[dtype] = mask if mask.any() else None
+        return self._zeros[dtype]
 
 
 def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
@@ -191,7 +204,6 @@ def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
         )
     rt = _relative_type(n.flat.dtype, b.flat.dtype)
     n64, b64, nn, bb = n.f64, b.f64, n.squares, b.squares
-    n_rt, b_rt = n.as_type(rt), b.as_type(rt)
     stats = (n.stats, b.stats) if n.finite and b.finite else None
     if stats is None:  # NaN/inf somewhere (rare): the slow, exact path
         cleaned = _zero_matched_nan_inf(n.flat, b.flat, messages)
@@ -199,10 +211,12 @@ def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
             return _all_na(messages, nan_inf_mismatch=True)
         n64, b64 = (c.astype(np.float64, copy=False) for c in cleaned)
         nn, bb = float(np.dot(n64, n64)), float(np.dot(b64, b64))
-        n_rt, b_rt = n64.astype(rt, copy=False), b64.astype(rt, copy=False)
+        b_rt = b64.astype(rt, copy=False)
+        rel = _relative_errors(n64.astype(rt, copy=False), b_rt, b_rt == 0)
+    else:
+        rel = _relative_errors(n.as_type(rt), b.as_type(rt), b.zeros(rt))
     diff = n64 - b64
     max_abs = fmt(max(float(diff.max()), -float(diff.min())))
-    rel = _relative_errors(n_rt, b_rt)
     max_rel = fmt(float(rel.max()))
     size = rel.size
     one = fmt(float(np.count_nonzero(rel < ONE_THOUSANDTH)) / size)
@@ -215,16 +229,15 @@ def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
     return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages), both_zero=both_zero, stats=stats)
 
 
-def _relative_errors(n: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """|N - B| / |B| in the arrays' (common) type, with msprobe's ε substitution where B == 0: ε of that type
-    added to both sides."""
+def _relative_errors(n: np.ndarray, b: np.ndarray, zero: Optional[np.ndarray]) -> np.ndarray:
+    """|N - B| / |B| in the arrays' (common) type, with msprobe's ε substitution where B == 0 (`zero`, None for
+    nowhere): ε of that type added to both sides."""
     rt = n.dtype
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         rel = np.subtract(n, b)
         np.divide(rel, b, out=rel)
         np.abs(rel, out=rel)
-        zero = b == 0
-        if zero.any():
+        if zero is not None and zero.any():
             eps = np.finfo(rt).eps
             shifted = n[zero] + eps
             rel[zero] = np.abs((shifted - eps) / eps)
