@@ -3,12 +3,10 @@ processes with `jobs` > 1), judge them, and find where accuracy is first lost.""
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import heapq
 import math
 import os
-import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -297,9 +295,13 @@ def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
     )
 
 
-def _start_pool(jobs: int) -> ProcessPoolExecutor:
-    """`jobs` worker processes, their start begun in a background thread: the forkserver imports numpy & co.
-    (~0.5 s) while the dumps are being collected."""
+def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions, keep_rows: bool) -> Iterator[_UnitResult]:
+    """Unit results in unit order; with jobs > 1 computed by worker processes."""
+    jobs = max(1, options.jobs)
+    if jobs == 1 or len(units) < 2:
+        for unit in units:
+            yield _compare_unit(unit, mode, options.thresholds, keep_rows)
+        return
     import multiprocessing
 
     # One BLAS thread per worker: the workers are the parallelism, and BLAS threads spinning against each other
@@ -310,32 +312,14 @@ def _start_pool(jobs: int) -> ProcessPoolExecutor:
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if "forkserver" in methods:
         context.set_forkserver_preload([__name__])  # workers start with numpy & co. loaded, sharing those pages
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)  # processes are started on demand
-    threading.Thread(target=_start_one_worker, args=(pool,), name="tcmp-pool-start", daemon=True).start()
-    return pool
-
-
-def _start_one_worker(pool: ProcessPoolExecutor) -> None:
-    with contextlib.suppress(RuntimeError):  # raised when the compare ended (failed) before the pool got going
-        pool.submit(int)  # a no-op that makes the pool start the forkserver and a worker
-
-
-def _run_units(
-    units: Sequence[_Unit], mode: Mode, options: CompareOptions, keep_rows: bool, pool: Optional[ProcessPoolExecutor]
-) -> Iterator[_UnitResult]:
-    """Unit results in unit order; computed by the `pool`'s workers when there is one and more than one unit."""
-    if pool is None or len(units) < 2:
+    with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=context) as pool:
+        pending = []
         for unit in units:
-            yield _compare_unit(unit, mode, options.thresholds, keep_rows)
-        return
-    jobs = max(1, options.jobs)
-    pending = []
-    for unit in units:
-        pending.append(pool.submit(_compare_unit, unit, mode, options.thresholds, keep_rows))
-        if len(pending) > jobs:  # a bounded window: results are consumed, not piled up
-            yield pending.pop(0).result()
-    for future in pending:
-        yield future.result()
+            pending.append(pool.submit(_compare_unit, unit, mode, options.thresholds, keep_rows))
+            if len(pending) > jobs:  # a bounded window: results are consumed, not piled up
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
 
 
 def _op_key(row: Row) -> tuple:
@@ -462,22 +446,6 @@ def run_compare(
     Raises CompareError (one line) when it cannot run at all; report files appear only when it completes.
     `keep_rows` keeps every row and unmatched item in the result (for tests and library users; the CLI streams).
     """
-    pool = _start_pool(options.jobs) if options.jobs > 1 else None
-    try:
-        return _run_compare(options, output_dir, highlight, progress, keep_rows, pool)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _run_compare(
-    options: CompareOptions,
-    output_dir: Optional[Path],
-    highlight: bool,
-    progress: Optional[Callable[[int, int], None]],
-    keep_rows: bool,
-    pool: Optional[ProcessPoolExecutor],
-) -> tuple[CompareResult, CompareInputs]:
     from .report import ReportSet  # report builds on this module's records
 
     inputs = collect(
@@ -500,7 +468,7 @@ def _run_compare(
         remaining: dict[tuple, int] = defaultdict(int)
         for unit in units:
             remaining[(unit.rank, unit.model)] += 1
-        for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options, keep_rows, pool)), start=1):
+        for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options, keep_rows)), start=1):
             accumulators[unit.rank].add_unit(result)
             key = (unit.rank, unit.model)
             seen[key].append(replace(result, cells=(), worst=(), rows=(), unmatched=(), divergence=None))
