@@ -367,16 +367,19 @@ def _divergence(unit: _Unit, rows: Sequence[Row]) -> Optional[Divergence]:
 
 
 def _severity(row: Row) -> tuple:
+    """Worst first: NaN/inf on one side only, then the lowest cosine (tensor mode) or the largest L2-norm relative
+    error (statistics mode), then the largest max relative error."""
+
     def num(cell) -> float:
         return cell if isinstance(cell, float) and not math.isnan(cell) else -math.inf
 
     if row.tensor is not None:
         cosine = row.tensor.cosine
         cosine = -2.0 if cosine is NA or (isinstance(cosine, float) and math.isnan(cosine)) else cosine
-        return (-cosine, num(row.tensor.max_relative_err))
+        return (row.nan_inf_one_side, -cosine, num(row.tensor.max_relative_err))
     if row.statistics is not None:
-        return (num(row.statistics.l2norm.relative), num(row.statistics.max.relative))
-    return (0.0, 0.0)
+        return (row.nan_inf_one_side, num(row.statistics.l2norm.relative), num(row.statistics.max.relative))
+    return (row.nan_inf_one_side, 0.0, 0.0)
 
 
 class _RankAccumulator:

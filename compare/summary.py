@@ -202,20 +202,22 @@ def summarize(array: np.ndarray, *, with_crc: bool = True) -> Summary:
     if flat.size == 0:
         return acc.summary(crc)
     kind = flat.dtype.kind
-    if flat.dtype == np.float16:
-        _summarize_float16(flat, acc)
-    elif flat.dtype == np.float32 or flat.dtype == np.float64:
-        _summarize_widened(flat, acc, lambda c: c)
-    elif flat.dtype == _BF16 or flat.dtype.type.__module__.startswith("ml_dtypes"):
-        _summarize_widened(flat, acc, to_float32)
-    elif kind == "c":
-        _summarize_widened(flat, acc, np.abs)
-    elif kind == "b":
-        _summarize_integers(flat.astype(np.uint8), acc)
-    elif kind in "iu":
-        _summarize_integers(flat, acc)
-    else:
-        raise TypeError(f"cannot summarize a {flat.dtype} array")
+    # a float32 sum or dot that overflows is expected: the chunk then takes the exact float64 path, without a warning
+    with np.errstate(over="ignore", invalid="ignore"):
+        if flat.dtype == np.float16:
+            _summarize_float16(flat, acc)
+        elif flat.dtype == np.float32 or flat.dtype == np.float64:
+            _summarize_widened(flat, acc, lambda c: c)
+        elif flat.dtype == _BF16 or flat.dtype.type.__module__.startswith("ml_dtypes"):
+            _summarize_widened(flat, acc, to_float32)
+        elif kind == "c":
+            _summarize_widened(flat, acc, np.abs)
+        elif kind == "b":
+            _summarize_integers(flat.astype(np.uint8), acc)
+        elif kind in "iu":
+            _summarize_integers(flat, acc)
+        else:
+            raise TypeError(f"cannot summarize a {flat.dtype} array")
     return acc.summary(crc)
 
 

@@ -206,15 +206,20 @@ class _ValueSource:
         self.rng = np.random.default_rng([config.seed, rank, token, 7])
         self.faults = {f.op: f for f in config.faults if f.applies(rank, token)}
         self.propagate = config.propagate_faults
-        self.propagated: dict[str, Fault] = {}
+        # op -> the faults its outputs carry, upstream first: an op below a 3 % error that itself makes NaN has both
+        self.propagated: dict[str, list[Fault]] = {}
         self._cache: dict[tuple[TensorRef, int], np.ndarray] = {}
         if self.propagate:
             members = {g.name: g.members for g in graph.fusion_groups}
-            for fault in self.faults.values():
-                if fault.kind in (FaultKind.REL_ERROR, FaultKind.NAN, FaultKind.INF):
-                    roots = set(members.get(fault.op, (fault.op,)))
-                    for name in roots | _descendants(graph, roots):
-                        self.propagated.setdefault(name, fault)
+            position = {op.name: i for i, op in enumerate(graph.ge_ops)}
+            spreads = (FaultKind.REL_ERROR, FaultKind.NAN, FaultKind.INF)
+            spreading = [f for f in self.faults.values() if f.kind in spreads]
+            roots_of = {f.op: set(members.get(f.op, (f.op,))) for f in spreading}
+            spreading.sort(key=lambda f: min(position.get(r, len(position)) for r in roots_of[f.op]))
+            for fault in spreading:
+                roots = roots_of[fault.op]
+                for name in roots | _descendants(graph, roots):
+                    self.propagated.setdefault(name, []).append(fault)
 
     def golden(self, ref: TensorRef, execution: int = 0) -> np.ndarray:
         if execution and (ref.op, execution) in self.values.repeats:
@@ -227,8 +232,9 @@ class _ValueSource:
             value = self.golden(ref, execution)
             if self.noise and value.dtype.kind == "f":
                 value = value * (1.0 + self.rng.uniform(-self.noise, self.noise, value.shape))
-            fault = self.propagated.get(ref.op)
-            self._cache[key] = value if fault is None else _apply(fault, value)
+            for fault in self.propagated.get(ref.op, ()):
+                value = _apply(fault, value)
+            self._cache[key] = value
         return self._cache[key]
 
     def local_fault(self, op_name: str) -> Optional[Fault]:

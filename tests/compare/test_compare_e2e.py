@@ -172,6 +172,19 @@ def test_statistics_and_md5_modes(fx_scenarios, mode):
     check_against_manifest(scenario, result)
 
 
+@pytest.mark.parametrize("mode", [DataMode.TENSOR, DataMode.STATISTICS])
+def test_worst_rows_put_one_sided_nan_and_inf_first(fx_scenarios, mode):
+    scenario = fx_scenarios[FxEra.RANKED]
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx, mode=mode), keep_rows=True)
+    (rank,) = result.ranks
+    nan_inf_ops = {f.op for f in FAULTS if f.kind in (FaultKind.NAN, FaultKind.INF)}
+    one_sided = [r for r in rank.rows if r.nan_inf_one_side]
+    assert one_sided and {r.pair.op_name for r in one_sided} == nan_inf_ops
+    leading = rank.worst[: len(one_sided)]
+    assert all(r.nan_inf_one_side for r in leading)
+    assert {r.pair.op_name for r in rank.worst if not r.nan_inf_one_side} <= {"layers.1/MatMul_1", "ConcatV2_big"}
+
+
 def test_summary_only_inputs_take_part_in_statistics_mode(tmp_path):
     faults = (Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.2), Fault("layers.1/SoftmaxV2_1", FaultKind.NAN))
     scenario = write_scenario(tmp_path, ScenarioConfig(tokens=2, faults=faults))

@@ -372,3 +372,19 @@ def test_same_seed_same_bytes_other_seed_other_values(tmp_path):
     assert float_outputs
     for key in float_outputs:
         assert not np.array_equal(np.load(tmp_path / "a" / key), np.load(other_root / key)), key
+
+
+def test_propagated_faults_compose(tmp_path):
+    """With propagation, an op below a relative error that itself makes NaN carries both: its finite values are
+    the golden ones off by the upstream error, and its NaN are there too."""
+    faults = (Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.05), Fault("SoftmaxV2_0", FaultKind.NAN))
+    config = ScenarioConfig(tokens=1, faults=faults, propagate_faults=True, write_fusion_off=False)
+    scenario = write_scenario(tmp_path, config)
+    (op,) = [o for o in scenario.target_ops if o.op_name == "SoftmaxV2_0"]
+    graph, values = model(config, op.rank, op.graph, op.token)
+    _, (out_ref,) = dumped_refs(graph, op)
+    _, _, (got,) = load(op.paths[0])
+    want = stored(golden(values, out_ref) * 1.05, graph.op(out_ref.op).output_dtypes[out_ref.index])
+    nan = np.isnan(got)
+    assert 0 < nan.sum() < got.size
+    assert np.array_equal(got[~nan], want[~nan])
