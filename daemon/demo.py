@@ -60,7 +60,7 @@ class DemoResult:
     faults: tuple[str, ...]
     replay: Replay
     index: IndexStatus  # as the daemon left it
-    indexed_after_s: float  # from the last byte written to the last summary committed
+    indexed_after_s: float  # from the last byte written until the index held every file (polled every 0.1 s)
     daemon_exit: int
     result: CompareResult
 
@@ -105,7 +105,7 @@ def run_demo(root: Path, jobs: int = 1, progress: Optional[Callable[[str], None]
 
 
 def _in_write_order(staging: Path) -> list[Path]:
-    """The golden run's files, then the target run's, each in the order the synthesizer wrote them."""
+    """Every file, in the order the synthesizer wrote them (by modification time)."""
     files = [p for p in staging.rglob("*") if p.is_file()]
     return sorted(files, key=lambda p: (p.stat().st_mtime_ns, str(p)))
 

@@ -210,7 +210,7 @@ def demo(
     """The main job on a built-in example: a simulated inference writes a synthetic GE dump (with injected faults)
     and its golden FX dump while `tcmp watch --drop-raw` condenses them; then the compare runs from the index."""
     from tcmp.compare.console import print_summary
-    from tcmp.daemon.demo import DemoError, run_demo
+    from tcmp.daemon.demo import INCOMPLETE_TIMEOUT_S, DemoError, run_demo
     from tcmp.daemon.retention import format_size
 
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="tcmp-demo-"))
@@ -221,7 +221,8 @@ def demo(
     replay, index = demo_result.replay, demo_result.index
     out.print(
         f"simulated inference wrote {replay.files} files ({format_size(replay.bytes)}, {replay.chunks} writes) "
-        f"in {replay.seconds:.1f} s; indexed {demo_result.indexed_after_s:.1f} s after the last write"
+        f"in {replay.seconds:.1f} s; the index held every file {demo_result.indexed_after_s:.1f} s after the last "
+        f"write (a file cut short is waited for {INCOMPLETE_TIMEOUT_S:.0f} s)"
     )
     out.print(
         f"index {index.path}: {index.summarized} dump files and {index.graphs} graphs summarized, "
