@@ -105,6 +105,8 @@ class IndexReader:
         self.schema_version = schema_version_of(conn)
         if self.schema_version != SCHEMA_VERSION:
             conn.close()
+            if self.schema_version == 0:  # the schema is created in one transaction, just after the file
+                raise IndexUnusable(f"{path}: an empty index (a daemon starting right now creates its tables)")
             raise IndexUnusable(f"{path}: index schema {self.schema_version}, this tcmp reads {SCHEMA_VERSION}")
         self._stored_root, self._actual_root = self._relocation()
         self._directories: dict[str, Path] = {}

@@ -43,8 +43,10 @@ class FileKey:
 
 
 def create_schema(conn: sqlite3.Connection) -> None:
+    """Every table, index and the version in one transaction, so a reader never sees a half-created index."""
     import sqlite_utils  # 130 ms to import: only writers create schemas
 
+    conn.execute("BEGIN IMMEDIATE")
     db = sqlite_utils.Database(conn)
     db["roots"].create({"path": str, "added_ns": int}, pk="path", if_not_exists=True)
     db["files"].create(

@@ -384,3 +384,36 @@ def test_nan_in_min_max_from_a_stats_file_survives(root):
         [file] = reader.files_under(root)
         back = reader.summaries(file).tensors[0].summary
     assert back is not None and all(np.isnan([back.min, back.max, back.mean])) and back.l2norm is None
+
+
+def test_a_reader_never_sees_a_half_created_index(tmp_path, monkeypatch):
+    """While the writer creates the schema, a second connection peeks at the file before every statement: it sees
+    either no tables at all (and `open_index` says the index is empty) or, after the commit, all of them."""
+    path = default_index_path(tmp_path)
+    seen: list[tuple[int, int]] = []
+    real_connect = sqlite3.connect
+
+    def peek() -> None:
+        reader = real_connect(path)
+        tables = reader.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        seen.append((tables, reader.execute("PRAGMA user_version").fetchone()[0]))
+        reader.close()
+
+    def traced_connect(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(lambda sql: peek() if sql.lstrip().upper().startswith("CREATE") else None)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced_connect)
+    with IndexWriter(path):
+        pass
+    monkeypatch.setattr(sqlite3, "connect", real_connect)
+    assert len(seen) >= 5  # one peek per CREATE statement
+    assert set(seen) == {(0, 0)}, seen
+    with open_index(tmp_path) as reader:
+        assert reader.schema_version == SCHEMA_VERSION
+    empty = default_index_path(tmp_path / "empty")
+    empty.parent.mkdir(parents=True)
+    sqlite3.connect(empty).execute("PRAGMA journal_mode = WAL").fetchone()  # the file exists, its tables not yet
+    with pytest.raises(IndexUnusable, match="an empty index"):
+        open_index(empty.parent.parent)
