@@ -55,7 +55,7 @@ class TensorLoader:
     same golden tensor it gives the same metrics)."""
 
     def __init__(
-        self, headers: Optional[Mapping[Path, GeDump]] = None, cache_size: int = 4, byte_budget: int = 64 << 20
+        self, headers: Optional[Mapping[Path, GeDump]] = None, cache_size: int = 4, byte_budget: int = 16 << 20
     ) -> None:
         self.headers = dict(headers or {})
         self.cache_size = cache_size
