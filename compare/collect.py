@@ -28,7 +28,7 @@ from tcmp.schemas.index import FileState, IndexedFile, IndexReader, IndexUnusabl
 from tcmp.schemas.layout import DumpFile, DumpTree, GraphFile, discover
 from tcmp.schemas.records import Side
 
-from .records import CompareError, Role, Unmatched
+from .records import CompareError, Role, Unmatched, UnmatchedKind
 
 _GRAPH_NUMBER = re.compile(r"^graph_(\d+)")
 FX_RUN_SCORE = 0.5  # share of a graph's FX node keys a directory must hold to belong to it
@@ -333,8 +333,9 @@ def collect(
     for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN)):
         for problem in tree.problems:
             binder.unmatched.append(
-                Unmatched(role, None, None, problem.path.name, "", None, None, str(problem.path), problem.reason)
-            )
+                Unmatched(role, None, None, problem.path.name, "", None, None, str(problem.path), problem.reason,
+                          UnmatchedKind.UNREADABLE)
+            )  # fmt: skip
     golden_ranks = [f.rank for f in (golden_tree.fx_files if kind is GoldenKind.FX else golden_tree.ge_files)]
     bindings: list[Binding] = []
     used_golden: set[Path] = set()
@@ -362,7 +363,7 @@ def collect(
         if f.path not in used_golden and f.side in (Side.FX, Side.GE):
             binder.unmatched.append(
                 Unmatched(Role.GOLDEN, f.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
-                          "golden file of a rank, run or graph that is not compared")
+                          "golden file of a rank, run or graph that is not compared", UnmatchedKind.OUT_OF_SCOPE)
             )  # fmt: skip
     if target_reader is not None:
         target_reader.close()

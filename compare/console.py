@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .records import Row
-from .run import CompareResult, RankResult
+from .run import CompareResult, Counts, RankResult
 from .table import number
 
 
@@ -27,13 +27,24 @@ def _worst_table(rows: Sequence[Row]) -> Table:
     return table
 
 
+def _unmatched_kinds(c: Counts) -> str:
+    kinds = (
+        (c.unmatched_by_design, "by design"),
+        (c.unmatched_out_of_scope, "out of scope"),
+        (c.unmatched_no_partner, "[yellow]without the partner they should have[/]"),
+        (c.unmatched_unreadable, "[yellow]unreadable[/]"),
+    )
+    said = [f"{n} {what}" for n, what in kinds if n]
+    return f" ({', '.join(said)})" if said else ""
+
+
 def _rank(console: Console, rank: RankResult) -> None:
     c = rank.counts
     title = "" if rank.rank is None else f"rank {rank.rank}: "
     console.print(
         f"[bold]{title}{c.rows} rows compared[/]: [green]{c.passed} PASS[/], [red]{c.failed} FAIL[/]"
         + (f", {c.not_compared} not compared" if c.not_compared else "")
-        + f"; unmatched: {c.unmatched_target} target, {c.unmatched_golden} golden"
+        + f"; unmatched: {c.unmatched_target} target, {c.unmatched_golden} golden{_unmatched_kinds(c)}"
         + f"; GE ops {rank.target_ops} ({rank.ops_in_rows} in the table, {rank.ops_unmatched_only} only unmatched)"
     )
     if c.rows_from_index:

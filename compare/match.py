@@ -32,7 +32,7 @@ from tcmp.schemas.records import IO, TensorKind, TensorSummary
 
 from .executions import FxCall, GeExecution, TensorMeta
 from .fusion import GraphView, NameSplitter
-from .records import Pair, Role, TensorRef, Unmatched
+from .records import Pair, Role, TensorRef, Unmatched, UnmatchedKind
 
 SELF_CHECK_TYPES = re.compile(r"Cast|TransData", re.IGNORECASE)
 MAX_PASS_THROUGH = 8  # GE-inserted ops followed back through, per input
@@ -86,23 +86,36 @@ class _Context:
         )  # fmt: skip
         self.result.used_golden.update(f.path for f in bench.files)
 
-    def unmatched(self, e: GeExecution, io: Optional[IO], index: Optional[int], reason: str) -> None:
+    def _unmatched(
+        self, e: GeExecution, io: Optional[IO], index: Optional[int], reason: str, kind: UnmatchedKind
+    ) -> None:
         self.result.unmatched.append(
             Unmatched(Role.TARGET, self.rank, self.token, e.op_name, e.op_type, io, index,
-                      str(e.files[0].path), reason)
+                      str(e.files[0].path), reason, kind)
         )  # fmt: skip
+
+    def by_design(self, e: GeExecution, io: Optional[IO], index: Optional[int], reason: str) -> None:
+        """Nothing to pair it with exists (GE-inserted ops' inputs, inner ops of a converter expansion)."""
+        self._unmatched(e, io, index, reason, UnmatchedKind.BY_DESIGN)
+
+    def no_partner(self, e: GeExecution, io: Optional[IO], index: Optional[int], reason: str) -> None:
+        """A partner should exist and was not found."""
+        self._unmatched(e, io, index, reason, UnmatchedKind.NO_PARTNER)
+
+    def unreadable(self, e: GeExecution, reason: str) -> None:
+        self._unmatched(e, None, None, reason, UnmatchedKind.UNREADABLE)
 
     def self_check(self, e: GeExecution, why: str) -> None:
         """A GE-inserted conversion: output j against its own input j (values must survive the conversion)."""
         for k in range(len(e.inputs)):
             if k >= len(e.outputs):
-                self.unmatched(e, IO.INPUT, k, "GE-inserted op: only its outputs are checked, against its inputs")
+                self.by_design(e, IO.INPUT, k, "GE-inserted op: only its outputs are checked, against its inputs")
         for j in range(len(e.outputs)):
             if j < len(e.inputs):
                 bench = self.ge_ref(e, IO.INPUT, j)
                 self.pair(e, IO.OUTPUT, j, bench, (f"self check: output {j} against input {j} ({why})",))
             else:
-                self.unmatched(e, IO.OUTPUT, j, f"self check: no input {j} to compare output {j} with")
+                self.by_design(e, IO.OUTPUT, j, f"self check: no input {j} to compare output {j} with")
 
 
 def _note_fusion(result: MatchResult, e: GeExecution, resolved: _Resolved) -> None:
@@ -172,8 +185,8 @@ class FxMatcher:
             if SELF_CHECK_TYPES.search(e.op_type):
                 self.ctx.self_check(e, f"GE-inserted {e.op_type}, not in the graph")
             else:
-                self.ctx.unmatched(e, None, None, f"no graph entry: {e.op_name!r} is neither an op of graph "
-                                                  f"{self.view.graph.name} nor a fusion of its ops")  # fmt: skip
+                self.ctx.no_partner(e, None, None, f"no graph entry: {e.op_name!r} is neither an op of graph "
+                                                   f"{self.view.graph.name} nor a fusion of its ops")  # fmt: skip
             return
         has_fx = any(o.fx_tensor for m in resolved.members for o in m.outputs)
         if not resolved.fused and not has_fx and SELF_CHECK_TYPES.search(e.op_type):
@@ -203,19 +216,19 @@ class FxMatcher:
             if source is None:
                 why = "fused name truncated to {first}_ub_fusion and no original_op in the header" if (
                     resolved.truncated) else "fused op output without a member output"  # fmt: skip
-                self.ctx.unmatched(e, IO.OUTPUT, j, why)
+                self.ctx.no_partner(e, IO.OUTPUT, j, why)
                 continue
             op, index = source
             desc = op.outputs[index] if index < len(op.outputs) else None
             fx = desc.fx_tensor if desc is not None else None
             if fx is None:
-                self.ctx.unmatched(e, IO.OUTPUT, j, f"no _fx_tensor_name on output {index} of {op.name} "
+                self.ctx.by_design(e, IO.OUTPUT, j, f"no _fx_tensor_name on output {index} of {op.name} "
                                                     "(an inner op of a multi-op converter expansion)")  # fmt: skip
                 continue
             call = self._call(fx.node_key, e.execution)
             file = call.output(fx.output_index) if call is not None else None
             if file is None:
-                self.ctx.unmatched(e, IO.OUTPUT, j, f"golden file missing: {fx} in token {self.ctx.token}")
+                self.ctx.no_partner(e, IO.OUTPUT, j, f"golden file missing: {fx} in token {self.ctx.token}")
                 continue
             notes = [f"via original_op {op.name}:{index}"] if resolved.fused and e.original_ops[j:j + 1] != (None,) \
                 else []  # fmt: skip
@@ -252,8 +265,8 @@ class FxMatcher:
         claimed: dict[str, set[tuple[int, Optional[int]]]] = defaultdict(set)
         for k in range(len(e.inputs)):
             if k >= len(edges):
-                self.ctx.unmatched(e, IO.INPUT, k, f"GE input {k} has no data edge in the graph "
-                                                   f"({len(edges)} edges)")  # fmt: skip
+                self.ctx.no_partner(e, IO.INPUT, k, f"GE input {k} has no data edge in the graph "
+                                                    f"({len(edges)} edges)")  # fmt: skip
                 continue
             consumer, edge = edges[k]
             fx = self._producer_fx(edge)
@@ -270,8 +283,8 @@ class FxMatcher:
         key = self._fx_node_of(consumer)
         call = self._call(key, e.execution) if key else None
         if call is None:
-            self.ctx.unmatched(e, IO.INPUT, k, f"producer {edge.producer} has no FX tensor and {consumer.name} "
-                                               "has no FX node to take the input from")  # fmt: skip
+            self.ctx.no_partner(e, IO.INPUT, k, f"producer {edge.producer} has no FX tensor and {consumer.name} "
+                                                "has no FX node to take the input from")  # fmt: skip
             return
         meta = e.tensor(IO.INPUT, k)
         want = _squeezed(meta.shape if meta else None)
@@ -293,10 +306,10 @@ class FxMatcher:
                 f"producer {edge.producer} has no FX tensor, and the inputs of {call.key} are min/max files "
                 "without shapes to tell them apart"
             )
-            self.ctx.unmatched(e, IO.INPUT, k, why)
+            self.ctx.no_partner(e, IO.INPUT, k, why)
             return
         shape = list(meta.shape or ()) if meta else "?"
-        self.ctx.unmatched(
+        self.ctx.no_partner(
             e, IO.INPUT, k, f"producer {edge.producer} has no FX tensor and {call.key} has no unclaimed input of "
             f"shape {shape}"
         )  # fmt: skip
@@ -328,7 +341,7 @@ class GeMatcher:
     def _positional(self, e: GeExecution, g: GeExecution, io: IO, index: int, target_index: int, notes) -> None:
         ref = self._golden_ref(g, io, index)
         if ref is None:
-            self.ctx.unmatched(e, io, target_index, f"golden {g.op_name} has no {io.value} {index}")
+            self.ctx.no_partner(e, io, target_index, f"golden {g.op_name} has no {io.value} {index}")
         else:
             self.ctx.pair(e, io, target_index, ref, notes)
 
@@ -352,8 +365,8 @@ class GeMatcher:
             for j in range(len(e.outputs)):
                 self._positional(e, last, IO.OUTPUT, j, j, note)
             return
-        self.ctx.unmatched(e, None, None, f"golden data missing: no op {e.op_name!r} in the fusion-off dump, and "
-                                          "its name is not a fusion of golden op names")  # fmt: skip
+        self.ctx.no_partner(e, None, None, f"golden data missing: no op {e.op_name!r} in the fusion-off dump, and "
+                                           "its name is not a fusion of golden op names")  # fmt: skip
 
     def _fused(self, e: GeExecution, resolved: _Resolved) -> None:
         view = self.view
@@ -365,12 +378,12 @@ class GeMatcher:
         ]  # fmt: skip
         for k in range(len(e.inputs)):
             if k >= len(inputs):
-                self.ctx.unmatched(e, IO.INPUT, k, "fused op input without a member input")
+                self.ctx.no_partner(e, IO.INPUT, k, "fused op input without a member input")
                 continue
             member, index, _ = inputs[k]
             golden = self._golden(member.name, e.execution)
             if golden is None:
-                self.ctx.unmatched(e, IO.INPUT, k, f"golden data missing for member {member.name}")
+                self.ctx.no_partner(e, IO.INPUT, k, f"golden data missing for member {member.name}")
                 continue
             self._positional(e, golden, IO.INPUT, index, k, (f"member {member.name} input {index}",))
         outputs = view.external_outputs(members)
@@ -380,12 +393,12 @@ class GeMatcher:
             source = (op, original[1]) if op is not None else (outputs[j] if j < len(outputs) and not resolved.truncated
                                                                else None)  # fmt: skip
             if source is None:
-                self.ctx.unmatched(e, IO.OUTPUT, j, "fused op output without a member output")
+                self.ctx.no_partner(e, IO.OUTPUT, j, "fused op output without a member output")
                 continue
             member, index = source
             golden = self._golden(member.name, e.execution)
             if golden is None:
-                self.ctx.unmatched(e, IO.OUTPUT, j, f"golden data missing for member {member.name}")
+                self.ctx.no_partner(e, IO.OUTPUT, j, f"golden data missing for member {member.name}")
                 continue
             self._positional(e, golden, IO.OUTPUT, index, j, (f"member {member.name} output {index}",))
 
@@ -411,7 +424,7 @@ def match_token(
         matcher = GeMatcher(ctx, view, golden_ge or ())
     for e in target:
         if e.error is not None:
-            ctx.unmatched(e, None, None, f"unreadable target file: {e.error}")
+            ctx.unreadable(e, f"unreadable target file: {e.error}")
             continue
         matcher.match(e)
     return result

@@ -23,6 +23,15 @@ class CompareError(Exception):
         self.usage = usage
 
 
+class UnmatchedKind(str, enum.Enum):
+    """Why an item has no partner, in the terms a user acts on."""
+
+    BY_DESIGN = "by design"  # nothing to pair it with exists: fused-op members, FX input copies, arguments, …
+    OUT_OF_SCOPE = "out of scope"  # its token, rank, run or graph is not in the other dump
+    NO_PARTNER = "no partner"  # a partner should exist and was not found: look at these
+    UNREADABLE = "unreadable"  # its file or its name could not be read
+
+
 class Role(str, enum.Enum):
     """Which dump of the compare a file belongs to."""
 
@@ -97,6 +106,7 @@ class Unmatched:
     index: Optional[int]
     path: str
     reason: str
+    kind: UnmatchedKind
 
 
 @dataclass(frozen=True)

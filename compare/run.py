@@ -7,7 +7,7 @@ import enum
 import heapq
 import math
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -27,7 +27,7 @@ from .executions import fx_calls, ge_executions
 from .fusion import GraphView
 from .match import match_token
 from .metrics import NA, Mode
-from .records import RAW_KINDS, Role, Row, Unmatched
+from .records import RAW_KINDS, Role, Row, Unmatched, UnmatchedKind
 from .table import row_cells
 from .verdict import Colour, Result, Thresholds, colour, magnitude_jump
 
@@ -76,6 +76,11 @@ class Counts:
     not_compared: int = 0
     unmatched_target: int = 0
     unmatched_golden: int = 0
+    # the same unmatched items by kind: only `no partner` and `unreadable` ask the user to look
+    unmatched_by_design: int = 0
+    unmatched_out_of_scope: int = 0
+    unmatched_no_partner: int = 0
+    unmatched_unreadable: int = 0
     rows_from_index: int = 0
 
     @property
@@ -90,6 +95,10 @@ class Counts:
             "not_compared": self.not_compared,
             "unmatched_target": self.unmatched_target,
             "unmatched_golden": self.unmatched_golden,
+            "unmatched_by_design": self.unmatched_by_design,
+            "unmatched_out_of_scope": self.unmatched_out_of_scope,
+            "unmatched_no_partner": self.unmatched_no_partner,
+            "unmatched_unreadable": self.unmatched_unreadable,
             "rows_from_index": self.rows_from_index,
             "rows_from_raw": self.rows_from_raw,
         }
@@ -179,25 +188,28 @@ def _small(path: Path) -> bool:
         return False  # gone (its raw data deleted by tcmp watch): nothing to read
 
 
-def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> str:
+def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> tuple[str, UnmatchedKind]:
     fused = fused_into.get(f"{f.op_name}-{f.op_type}") if f.io is not None else fused_into.get(f.op_name)
     if fused is not None:
-        return f"inside fused target op {fused}: GE dumps only the fused op's external inputs and outputs"
+        why = f"inside fused target op {fused}: GE dumps only the fused op's external inputs and outputs"
+        return why, UnmatchedKind.BY_DESIGN
     if f.kind is FileKind.FX_NPY and f.io is IO.INPUT and _small(f.path):  # only a small file can be an argument
         try:
             header = read_npy_header(f.path)
         except DumpError as exc:
-            return f"unreadable: {exc.message}"
+            return f"unreadable: {exc.message}", UnmatchedKind.UNREADABLE
         if header.dtype.kind not in "biufc":
-            return "non-tensor FX argument (None, string or object): no GE tensor to compare with"
+            why = "non-tensor FX argument (None, string or object): no GE tensor to compare with"
+            return why, UnmatchedKind.BY_DESIGN
         if header.shape == () and f.io is IO.INPUT:
-            return "scalar FX argument without a GE input to compare with"
+            return "scalar FX argument without a GE input to compare with", UnmatchedKind.BY_DESIGN
     if f.io is IO.INPUT:
-        return (
+        why = (
             "FX input of a node: GE inputs are compared with their producers' FX outputs (the same tensor), "
             "not with this copy"
         )
-    return "no target tensor pairs with this golden tensor (no dumped GE op names it)"
+        return why, UnmatchedKind.BY_DESIGN
+    return "no target tensor pairs with this golden tensor (no readable GE dump names it)", UnmatchedKind.NO_PARTNER
 
 
 def _units(binding: Binding, inputs: CompareInputs) -> list[_Unit]:
@@ -232,10 +244,13 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
     stored = _stored_summaries(unit) if unit.deleted else {}
     executions = ge_executions(unit.target_files, stored)
     if unit.golden_files is None or (unit.kind is GoldenKind.FX and view is None):
-        why = (f"token {unit.token} missing in the golden dump" if unit.golden_files is None
-               else f"no graph file for model {unit.model}")  # fmt: skip
+        if unit.golden_files is None:
+            why, kind = f"token {unit.token} missing in the golden dump", UnmatchedKind.OUT_OF_SCOPE
+        else:
+            why, kind = f"no graph file for model {unit.model}", UnmatchedKind.NO_PARTNER
         unmatched = tuple(
-            Unmatched(Role.TARGET, unit.rank, unit.token, e.op_name, e.op_type, None, None, str(e.files[0].path), why)
+            Unmatched(Role.TARGET, unit.rank, unit.token, e.op_name, e.op_type, None, None, str(e.files[0].path), why,
+                      kind)
             for e in executions
         )  # fmt: skip
         return _UnitResult((), Counts(), (), unmatched, frozenset(), (), len(executions), 0, None)
@@ -396,10 +411,16 @@ class _RankAccumulator:
 
     def add_unmatched(self, items: Sequence[Unmatched]) -> None:
         target = sum(u.role is Role.TARGET for u in items)
+        kinds = Counter(u.kind for u in items)
+        c = self.counts
         self.counts = replace(
-            self.counts,
-            unmatched_target=self.counts.unmatched_target + target,
-            unmatched_golden=self.counts.unmatched_golden + len(items) - target,
+            c,
+            unmatched_target=c.unmatched_target + target,
+            unmatched_golden=c.unmatched_golden + len(items) - target,
+            unmatched_by_design=c.unmatched_by_design + kinds[UnmatchedKind.BY_DESIGN],
+            unmatched_out_of_scope=c.unmatched_out_of_scope + kinds[UnmatchedKind.OUT_OF_SCOPE],
+            unmatched_no_partner=c.unmatched_no_partner + kinds[UnmatchedKind.NO_PARTNER],
+            unmatched_unreadable=c.unmatched_unreadable + kinds[UnmatchedKind.UNREADABLE],
         )
         if self.writer is not None:
             self.writer.add_unmatched(items)
@@ -502,8 +523,8 @@ def _golden_leftovers(binding: Binding, results: Sequence[_UnitResult]) -> list[
     target_tokens = {f.token for f in binding.target_files}
     return [
         Unmatched(Role.GOLDEN, binding.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
-                  _golden_leftover_reason(f, fused_into) if f.token in target_tokens
-                  else f"token {f.token} missing in the target dump")
+                  *(_golden_leftover_reason(f, fused_into) if f.token in target_tokens
+                    else (f"token {f.token} missing in the target dump", UnmatchedKind.OUT_OF_SCOPE)))
         for f in binding.golden_files
         if f.path not in used
     ]  # fmt: skip

@@ -28,7 +28,7 @@ LEADING = (
     "Bench Tensor Shape",
 )  # fmt: skip
 TRAILING = ("Result", "Accuracy Reached or Not", "Err_message")
-UNMATCHED_COLUMNS = ("Side", "Token", "Rank", "Op Name", "Op Type", "IO", "Index", "Path", "Reason")
+UNMATCHED_COLUMNS = ("Side", "Token", "Rank", "Op Name", "Op Type", "IO", "Index", "Path", "Kind", "Reason")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -113,5 +113,6 @@ def unmatched_cells(u: Unmatched) -> list[str]:
         u.io.value if u.io is not None else "N/A",
         "N/A" if u.index is None else str(u.index),
         text(u.path),
+        u.kind.value,
         text(u.reason),
     ]

@@ -9,6 +9,7 @@ import os
 import openpyxl
 import pytest
 
+from tcmp.compare.records import UnmatchedKind
 from tcmp.compare.table import text
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
@@ -48,7 +49,9 @@ def test_reports_written_with_msprobe_spellings(cli, scenario, tmp_path):
     assert summary["complete"] and summary["first_divergence"][0]["op"] == "MatMul_0"
     assert summary["counts"]["fail"] == 2 and summary["counts"]["rows"] == len(rows)
     unmatched = list(csv.DictReader(next(tmp_path.glob("*_unmatched.csv")).open()))
-    assert unmatched and all(u["Reason"] for u in unmatched)
+    assert unmatched and all(u["Reason"] and u["Kind"] in {k.value for k in UnmatchedKind} for u in unmatched)
+    by_design = sum(u["Kind"] == "by design" for u in unmatched)
+    assert by_design and f"golden ({by_design} by design" in " ".join(result.stdout.split())
     # highlight: whole rows filled red / yellow / green
     sheet = openpyxl.load_workbook(next(tmp_path.glob("*.xlsx"))).active
     fills = {sheet.cell(row=i, column=3).value: sheet.cell(row=i, column=1).fill.fgColor.rgb

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from tcmp.compare.records import CompareError, Role
+from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.verdict import Result
 from tcmp.schemas.ge_names import sanitize
@@ -58,6 +58,22 @@ def check_against_manifest(scenario: Scenario, result) -> None:
             key = (op.token, sanitize(op.op_name))
             assert (op.token, op.op_name, op.execution) in in_rows or key in target_unmatched, op
         assert rank_result.target_ops == len(manifest)
+        # kinds: the writer's dumps map completely, so the target's unmatched items are its unreadable files and
+        # the tensors nothing can pair with (converter inner ops, GE-inserted ops' extra tensors), never "no
+        # partner"; on the golden side only the partners of unreadable target files lack one
+        target_kinds = defaultdict(set)
+        for u in rank_result.unmatched:
+            if u.role is Role.TARGET:
+                target_kinds[u.kind].add((u.token, sanitize(u.op_name)))
+        assert target_kinds[UnmatchedKind.UNREADABLE] == {(t, sanitize(n)) for t, n in unreadable}
+        assert set(target_kinds) <= {UnmatchedKind.UNREADABLE, UnmatchedKind.BY_DESIGN}, dict(target_kinds)
+        golden_without = {(u.token, sanitize(u.op_name)) for u in rank_result.unmatched
+                          if u.role is Role.GOLDEN and u.kind is UnmatchedKind.NO_PARTNER}  # fmt: skip
+        assert golden_without <= {(t, sanitize(n)) for t, n in unreadable}
+        c = rank_result.counts
+        by_kind = (c.unmatched_by_design, c.unmatched_out_of_scope, c.unmatched_no_partner, c.unmatched_unreadable)
+        assert by_kind == tuple(sum(u.kind is k for u in rank_result.unmatched) for k in UnmatchedKind)
+        assert sum(by_kind) == c.unmatched_target + c.unmatched_golden == len(rank_result.unmatched)
         # first divergence: the first value-faulty op of the token, in execution order
         for token in {op.token for op in manifest}:
             faulty = [op.op_name for op in manifest if op.token == token and op.fault in VALUE_FAULTS]
@@ -140,6 +156,12 @@ def test_multi_rank_and_multi_graph(multi_rank):
 def test_rank_option(multi_rank):
     result, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=1), keep_rows=True)
     assert [r.rank for r in result.ranks] == [1]
+    # rank 0's golden files are listed, as out of scope, not dropped
+    rank0_golden = {
+        str(p) for p in multi_rank.golden_fx.rglob("*.npy") if "rank0" in str(p.relative_to(multi_rank.root))
+    }
+    listed = {u.path for u in result.ranks[0].unmatched if u.kind is UnmatchedKind.OUT_OF_SCOPE}
+    assert rank0_golden and listed == rank0_golden
     with pytest.raises(CompareError, match="--rank 5"):
         run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=5), keep_rows=True)
 
