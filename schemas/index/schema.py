@@ -46,10 +46,17 @@ def create_schema(conn: sqlite3.Connection) -> None:
     """Every table, index and the version in one transaction, so a reader never sees a half-created index."""
     import sqlite_utils  # 130 ms to import: only writers create schemas
 
-    conn.execute("BEGIN IMMEDIATE")
     db = sqlite_utils.Database(conn)
-    db["roots"].create({"path": str, "added_ns": int}, pk="path", if_not_exists=True)
-    db["files"].create(
+
+    def table(name: str, columns: dict, **options) -> None:
+        # sqlite-utils writes the statement, the connection runs it: its `Table.create` commits (`with conn:` in
+        # 3.x, the last line on Python 3.9), which would publish the schema table by table
+        conn.execute(db.create_table_sql(name, columns, if_not_exists=True, **options))
+
+    conn.execute("BEGIN IMMEDIATE")
+    table("roots", {"path": str, "added_ns": int}, pk="path")
+    table(
+        "files",
         {
             "id": int,
             "path": str,
@@ -85,10 +92,10 @@ def create_schema(conn: sqlite3.Connection) -> None:
         pk="id",
         not_null=["path", "state", "attempts", "summaries", "raw_deleted", "indexed_ns"],
         defaults={"attempts": 0, "summaries": 0, "raw_deleted": 0},
-        if_not_exists=True,
     )
-    db["files"].create_index(["path"], index_name="files_path", unique=True, if_not_exists=True)
-    db["tensors"].create(
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS files_path ON files(path)")
+    table(
+        "tensors",
         {
             "file_id": int,
             "position": int,
@@ -116,15 +123,15 @@ def create_schema(conn: sqlite3.Connection) -> None:
         foreign_keys=[("file_id", "files", "id")],
         not_null=["io", "io_index", "kind", "has_summary", "float_flags"],
         defaults={"float_flags": 0},
-        if_not_exists=True,
     )
-    db["graphs"].create(
+    table(
+        "graphs",
         {"file_id": int, "name": str, "warnings": str, "op_count": int},
         pk="file_id",
         foreign_keys=[("file_id", "files", "id")],
-        if_not_exists=True,
     )
-    db["graph_ops"].create(
+    table(
+        "graph_ops",
         {
             "file_id": int,
             "op_order": int,
@@ -139,14 +146,14 @@ def create_schema(conn: sqlite3.Connection) -> None:
         pk=("file_id", "op_order"),
         foreign_keys=[("file_id", "files", "id")],
         not_null=["name", "type", "inputs", "control_inputs", "outputs", "original_op_names"],
-        if_not_exists=True,
     )
-    db["commits"].create(
+    table(
+        "commits",
         {"seq": int, "committed_ns": int, "files": int, "bytes": int, "raw_deleted": int, "raw_deleted_bytes": int},
         pk="seq",
-        if_not_exists=True,
     )
-    db["daemon_state"].create(
+    table(
+        "daemon_state",
         {
             "id": int,
             "pid": int,
@@ -160,7 +167,6 @@ def create_schema(conn: sqlite3.Connection) -> None:
             "pending": int,
         },
         pk="id",
-        if_not_exists=True,
     )
     # status lists problems; a partial index keeps that cheap without slowing the common (summarized) writes
     conn.execute("CREATE INDEX IF NOT EXISTS files_problems ON files(state, indexed_ns) WHERE state != 'summarized'")
