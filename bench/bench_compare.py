@@ -8,9 +8,10 @@ written once into a work directory; then, in the same run:
 - the same in statistics mode;
 - tensor mode again with `--jobs 1`: one process instead of a main process, a fork server and two workers, the
   memory side of the trade-off;
-- peak memory of the compare, sampled from /proc every 20 ms over its process tree: PSS summed (shared pages
-  split between the processes, the memory really used) against the target 2 x the largest tensor + 200 MB, and
-  RSS summed (which counts shared pages once per process) for reference.
+- peak memory of each, sampled from /proc every 20 ms over the process tree in one more run (not timed: the
+  sampling takes CPU from the compare): PSS summed (shared pages split between the processes, the memory really
+  used) against the target 2 x the largest tensor + 200 MB, and RSS summed (which counts shared pages once per
+  process) for reference.
 
     python bench/bench_compare.py [--work DIR] [--layers N] [--keep]
 """
@@ -79,7 +80,10 @@ def tree_memory(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-def run_measured(command: list[str]) -> tuple[float, tuple[int, int], subprocess.CompletedProcess]:
+def run_measured(command: list[str], sample_memory: bool) -> tuple[float, tuple[int, int], subprocess.CompletedProcess]:
+    """Wall time, and with `sample_memory` the peak (RSS, PSS) of the process tree. Sampling reads every
+    process's smaps_rollup 50 times a second, which takes CPU from the compare on a small machine: the timed
+    runs do not sample."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = (0, 0)
@@ -93,11 +97,13 @@ def run_measured(command: list[str]) -> tuple[float, tuple[int, int], subprocess
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    if sample_memory:
+        sampler.start()
     out, err = process.communicate()
     elapsed = time.perf_counter() - start
     done.set()
-    sampler.join()
+    if sample_memory:
+        sampler.join()
     return elapsed, peak, subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
@@ -143,20 +149,23 @@ def main() -> int:
         runs = (("tensor", cores), ("statistics", cores), ("tensor", 1))  # the last: one process, for memory
         results = {}
         for mode, jobs in runs:
-            times, peaks = [], []
-            for _ in range(args.repeat):
+            times, peak_memory = [], (0, 0)
+            for run in range(args.repeat + 1):  # the timed repetitions, then one run sampling memory
                 out = work / f"report_{mode}_{jobs}"
                 shutil.rmtree(out, ignore_errors=True)
                 elapsed, peak, done = run_measured(
                     [*tcmp, "compare", "-m", "torchair", "-tp", str(target), "-gp", str(golden), "-o", str(out),
-                     "--data-mode", mode, "--jobs", str(jobs)]
+                     "--data-mode", mode, "--jobs", str(jobs)],
+                    sample_memory=run == args.repeat,
                 )  # fmt: skip
                 if done.returncode != 0:
                     print(done.stdout, done.stderr)
                     return 1
-                times.append(elapsed)
-                peaks.append(peak)
-            results[(mode, jobs)] = (statistics.median(times), (max(p[0] for p in peaks), max(p[1] for p in peaks)))
+                if run < args.repeat:
+                    times.append(elapsed)
+                else:
+                    peak_memory = peak
+            results[(mode, jobs)] = (statistics.median(times), peak_memory)
             print(done.stdout.splitlines()[1] if len(done.stdout.splitlines()) > 1 else done.stdout)
 
         rss_target = 2 * largest + 200e6
