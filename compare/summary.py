@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -133,16 +134,8 @@ def _summarize_float16(flat: np.ndarray, acc: _Accumulator) -> None:
     so the largest code read as uint16 is the most negative value whenever any value is negative, and the largest
     code read as int16 is the largest value whenever any value is non-negative. The same two maxima tell exactly
     whether the chunk holds inf/NaN (magnitude bits >= 0x7C00); such chunks take the exact slow path."""
-    signed = flat.view(np.int16)
     out = np.empty(min(F16_CHUNK, flat.size), dtype=np.int32)
-    # GE payloads sit at arbitrary file offsets; numpy's loops over unaligned data are slow, so such chunks are
-    # first copied into an aligned buffer (a cheap copy within the cache)
-    aligned = None if flat.flags.aligned else np.empty(min(F16_CHUNK, flat.size), dtype=np.int16)
-    for start in range(0, flat.size, F16_CHUNK):
-        chunk_signed = signed[start : start + F16_CHUNK]
-        if aligned is not None:
-            np.copyto(aligned[: chunk_signed.size], chunk_signed)
-            chunk_signed = aligned[: chunk_signed.size]
+    for start, chunk_signed in _aligned_chunks(flat.view(np.int16), F16_CHUNK):
         chunk_unsigned = chunk_signed.view(np.uint16)
         top_unsigned, top_signed = int(chunk_unsigned.max()), int(chunk_signed.max())
         if top_unsigned >= _F16_SIGN | _F16_NONFINITE or top_signed >= _F16_NONFINITE:
@@ -155,15 +148,21 @@ def _summarize_float16(flat: np.ndarray, acc: _Accumulator) -> None:
         acc.add_float_chunk(_f16_to_f32(chunk_signed, out), _f16_value(low), _f16_value(high))
 
 
-def _summarize_widened(flat: np.ndarray, acc: _Accumulator, widen: Callable[[np.ndarray], np.ndarray]) -> None:
-    # unaligned data (GE payloads at arbitrary offsets) is copied chunk by chunk into an aligned buffer first:
-    # numpy's reductions over unaligned float32 run at a third of their speed
-    aligned = None if flat.flags.aligned else np.empty(min(CHUNK, flat.size), dtype=flat.dtype)
-    for start in range(0, flat.size, CHUNK):
-        chunk = flat[start : start + CHUNK]
+def _aligned_chunks(flat: np.ndarray, size: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, chunk) of `size` elements. GE payloads sit at arbitrary file offsets and numpy's loops over
+    unaligned data run at a third of their speed, so unaligned chunks are first copied into one aligned buffer
+    (a cheap copy within the cache); the chunk is only valid until the next one is taken."""
+    aligned = None if flat.flags.aligned else np.empty(min(size, flat.size), dtype=flat.dtype)
+    for start in range(0, flat.size, size):
+        chunk = flat[start : start + size]
         if aligned is not None:
             np.copyto(aligned[: chunk.size], chunk)
             chunk = aligned[: chunk.size]
+        yield start, chunk
+
+
+def _summarize_widened(flat: np.ndarray, acc: _Accumulator, widen: Callable[[np.ndarray], np.ndarray]) -> None:
+    for _, chunk in _aligned_chunks(flat, CHUNK):
         acc.add_float_chunk(widen(chunk))
 
 
