@@ -264,10 +264,10 @@ def latency(directory: Path, seconds: float) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _poll_once(db: Path, after: int = 0) -> dict[str, int]:
+def _poll_once(db: Path) -> dict[str, int]:
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        rows = conn.execute("SELECT path FROM files WHERE state = 'summarized' AND id > ?", (after,)).fetchall()
+        rows = conn.execute("SELECT path FROM files WHERE state = 'summarized'").fetchall()
         conn.close()
     except sqlite3.OperationalError:
         return {}

@@ -513,10 +513,6 @@ def run_compare(
     return result, inputs
 
 
-def _same(unit: _Unit, binding: Binding) -> bool:
-    return unit.rank == binding.rank and unit.model == binding.model
-
-
 def _golden_leftovers(binding: Binding, results: Sequence[_UnitResult]) -> list[Unmatched]:
     used = set().union(*(r.used_golden for r in results)) if results else set()
     fused_into = {k: v for r in results for k, v in r.fused_into}

@@ -45,7 +45,6 @@ class Thresholds:
 class Judgement:
     result: Result
     accuracy_reached: bool
-    messages: tuple[str, ...] = ()
 
 
 def _lt(cell: Cell, limit: float) -> bool:

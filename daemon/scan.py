@@ -56,7 +56,7 @@ class TreeScanner:
             self._listed_mtime.clear()
             stack = [self.root]
         else:
-            stack = [d for d in self._changed_directories() if d is not None]
+            stack = list(self._changed_directories())
             if not self._listed_mtime and not stack:
                 stack = [self.root]
         seen: set[str] = set()
@@ -69,7 +69,7 @@ class TreeScanner:
             if listing is not None and listing.files:
                 yield listing
 
-    def _changed_directories(self) -> Iterator[Optional[str]]:
+    def _changed_directories(self) -> Iterator[str]:
         for directory, mtime in list(self._listed_mtime.items()):
             try:
                 current = os.stat(directory).st_mtime_ns

@@ -219,7 +219,7 @@ class Daemon:
             return []
         previous = []
         for sig in (signal.SIGTERM, signal.SIGINT):
-            previous.append((sig, signal.signal(sig, lambda *_: self.stop_requested.set())))
+            previous.append((sig, signal.signal(sig, lambda *_: self.request_stop())))
         return previous
 
     @staticmethod

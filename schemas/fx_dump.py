@@ -278,7 +278,6 @@ class FxValue:
     text: Optional[str]  # short human-readable value for everything but TENSOR
 
 
-TEXT_LIMIT = 200
 _NUMERIC_KINDS = "biufc"
 
 

@@ -128,14 +128,6 @@ class DumpTree:
         return tuple(sorted({f.rank for f in self.files}, key=lambda r: -1 if r is None else r))
 
 
-@dataclass(frozen=True)
-class _PathFacts:
-    """What the directories above a file say (read from the file's path within and above the root)."""
-
-    rank: Optional[int]
-    parts: tuple[str, ...]  # directory names from the filesystem root down to the file's directory
-
-
 @functools.lru_cache(maxsize=4096)  # called per file with its directory's parts
 def _rank_of(parts: tuple[str, ...]) -> Optional[int]:
     for part in reversed(parts):

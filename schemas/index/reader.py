@@ -166,11 +166,6 @@ class IndexReader:
         rows = self._rows_under(root, "side IN (?, ?)", (Side.GE.value, Side.FX.value))
         return tuple(f for f in (self._indexed_file(row) for row in rows) if f is not None)
 
-    def problems_under(self, root: Union[str, Path]) -> tuple[IndexedProblem, ...]:
-        """Rows of files that looked like dumps but whose names could not be placed (no side)."""
-        rows = self._rows_under(root, "side IS NULL")
-        return tuple(IndexedProblem(Path(self._to_actual(r[1])), FileState(r[16]), r[17]) for r in rows)
-
     def _indexed_file(self, row: tuple) -> Optional[IndexedFile]:
         file_id, stored_path, inode, size, mtime_ns, side, kind = row[:7]
         rank, token, model, run, device, model_id, op_type, op_name, header_op_name = row[7:16]
@@ -332,7 +327,7 @@ class IndexReader:
         return DaemonState(pid, host, started, heartbeat, stopped, tuple(json.loads(roots)), queued, in_flight, pending)
 
 
-def open_index(path: Union[str, Path], readonly: bool = True) -> IndexReader:
+def open_index(path: Union[str, Path]) -> IndexReader:
     """Open an index file (or the index of the watched root containing a directory) for reading.
 
     Read-only opening works on a read-only directory too: SQLite needs to create the `-shm` file to read a WAL
@@ -348,8 +343,6 @@ def open_index(path: Union[str, Path], readonly: bool = True) -> IndexReader:
         target = found
     if not target.is_file():
         raise IndexUnusable(f"{target}: no such index file")
-    if not readonly:
-        return IndexReader(target, connect(target, readonly=False), immutable=False)
     conn = None
     try:
         conn = connect(target, readonly=True)
