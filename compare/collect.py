@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import os
-import re
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,12 +24,11 @@ from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphKind
 from tcmp.schemas.graph_cache import load_graph
 from tcmp.schemas.index import FileState, IndexedFile, IndexReader, IndexUnusable, find_index, open_index
-from tcmp.schemas.layout import DumpFile, DumpTree, GraphFile, discover
+from tcmp.schemas.layout import DumpFile, DumpTree, GraphFile, discover, graph_number_of
 from tcmp.schemas.records import Side
 
 from .records import CompareError, Role, Unmatched, UnmatchedKind
 
-_GRAPH_NUMBER = re.compile(r"^graph_(\d+)")
 FX_RUN_SCORE = 0.5  # share of a graph's FX node keys a directory must hold to belong to it
 FX_DUPLICATE_SCORE = 0.9  # two directories this complete for one graph: two runs
 
@@ -239,9 +237,9 @@ class _Binder:
 
     def graph_for(self, rank: Optional[int], model: str, files: Sequence[DumpFile]) -> Optional[Graph]:
         by_number = _graph_files_for(self.target.graphs, rank)
-        match = _GRAPH_NUMBER.match(model)
-        if match and int(match.group(1)) in by_number:
-            return self._pick_graph(by_number[int(match.group(1))], files)
+        number = graph_number_of(model)
+        if number in by_number:
+            return self._pick_graph(by_number[number], files)
         # the model directory is not named after a graph: pick by content
         best, best_score = None, 0.0
         for candidates in by_number.values():

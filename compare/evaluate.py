@@ -28,6 +28,7 @@ from .metrics import (
     TensorMetrics,
     compare_prepared,
     crc_hex,
+    squeezed,
     statistics_metrics,
     tensor_metrics,
 )
@@ -242,7 +243,7 @@ def _with_stats(loaded: Loaded, stats: BasicStats) -> Loaded:
 def _shapes_differ(npu: Optional[tuple[int, ...]], bench: Optional[tuple[int, ...]]) -> bool:
     if npu is None or bench is None:
         return False
-    return tuple(d for d in npu if d != 1) != tuple(d for d in bench if d != 1)
+    return squeezed(npu) != squeezed(bench)
 
 
 def _stats(loaded: Optional[Loaded]) -> TensorStats:

@@ -32,14 +32,11 @@ from tcmp.schemas.records import IO, TensorKind, TensorSummary
 
 from .executions import FxCall, GeExecution, TensorMeta
 from .fusion import GraphView, NameSplitter
+from .metrics import squeezed
 from .records import Pair, Role, TensorRef, Unmatched, UnmatchedKind
 
 SELF_CHECK_TYPES = re.compile(r"Cast|TransData", re.IGNORECASE)
 MAX_PASS_THROUGH = 8  # GE-inserted ops followed back through, per input
-
-
-def _squeezed(shape: Optional[Sequence[int]]) -> Optional[tuple[int, ...]]:
-    return None if shape is None else tuple(d for d in shape if d != 1)
 
 
 @dataclass
@@ -287,12 +284,12 @@ class FxMatcher:
                                                 "has no FX node to take the input from")  # fmt: skip
             return
         meta = e.tensor(IO.INPUT, k)
-        want = _squeezed(meta.shape if meta else None)
+        want = squeezed(meta.shape) if meta is not None and meta.shape is not None else None
         for i, j, file in call.inputs:
             if (i, j) in claimed[key]:
                 continue
             have = self._shape(file)
-            if have is None or (want is not None and _squeezed(have) != want):
+            if have is None or (want is not None and squeezed(have) != want):
                 continue
             claimed[key].add((i, j))
             bench = self.ctx.fx_ref(file, IO.INPUT, i, sub_index=j)

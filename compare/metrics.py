@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -89,7 +90,8 @@ def _all_na(messages: list[str], **flags: bool) -> TensorMetrics:
     return TensorMetrics(NA, NA, NA, NA, NA, NA, tuple(messages), **flags)
 
 
-def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+def squeezed(shape: Sequence[int]) -> tuple[int, ...]:
+    """The shape without its 1s: shapes equal but for them hold the same values in the same order."""
     return tuple(d for d in shape if d != 1)
 
 
@@ -191,7 +193,7 @@ def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
     """`tensor_metrics` on prepared sides (one float64 copy per tensor, BLAS dots, in-place relative errors:
     the compare runs this on every pair of a dump)."""
     messages: list[str] = []
-    if _squeezed(n.shape) != _squeezed(b.shape):
+    if squeezed(n.shape) != squeezed(b.shape):
         return _all_na(
             [f"Shape of NPU {list(n.shape)} and bench {list(b.shape)} tensor do not match."], shape_mismatch=True
         )

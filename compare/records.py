@@ -6,13 +6,11 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from tcmp.schemas.layout import DumpFile, FileKind
+from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpFile, FileKind
 from tcmp.schemas.records import IO, TensorSummary
 
 from .metrics import Cell, StatisticsMetrics, TensorMetrics
 from .verdict import Colour, Result
-
-RAW_KINDS = (FileKind.GE_BINARY, FileKind.FX_NPY)
 
 
 class CompareError(Exception):
@@ -56,7 +54,7 @@ class TensorRef:
 
     @property
     def has_raw(self) -> bool:
-        return not self.raw_deleted and all(f.kind in RAW_KINDS for f in self.files)
+        return not self.raw_deleted and all(f.kind in RAW_TENSOR_KINDS for f in self.files)
 
     @property
     def label(self) -> str:

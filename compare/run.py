@@ -18,7 +18,7 @@ from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.graph import Graph
 from tcmp.schemas.index import IndexedFile, open_index
-from tcmp.schemas.layout import DumpFile, FileKind
+from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpFile, FileKind
 from tcmp.schemas.records import IO, FileSummary
 
 from .collect import Binding, CompareInputs, GoldenKind, collect
@@ -27,7 +27,7 @@ from .executions import fx_calls, ge_executions
 from .fusion import GraphView
 from .match import match_token
 from .metrics import NA, Mode
-from .records import RAW_KINDS, Role, Row, Unmatched, UnmatchedKind
+from .records import Role, Row, Unmatched, UnmatchedKind
 from .table import row_cells
 from .verdict import Colour, Result, Thresholds, colour, magnitude_jump
 
@@ -302,7 +302,7 @@ def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
     if mode is not DataMode.AUTO:
         return Mode(mode.value), f"--data-mode {mode.value}"
     files = [f for b in inputs.bindings for f in (*b.target_files, *b.golden_files)]
-    summary_only = sum(1 for f in files if f.kind not in RAW_KINDS or inputs.deleted(f.path) is not None)
+    summary_only = sum(1 for f in files if f.kind not in RAW_TENSOR_KINDS or inputs.deleted(f.path) is not None)
     if summary_only == 0:
         return Mode.TENSOR, "auto: every compared file holds raw tensors"
     return Mode.STATISTICS, (

@@ -24,7 +24,7 @@ from typing import Optional, Union
 
 from tcmp.compare.summary import summarize_file
 from tcmp.schemas.errors import DumpCorrupt, DumpError, DumpIncomplete, GraphParseError, describe
-from tcmp.schemas.ge_names import is_hashed_name, read_mapping
+from tcmp.schemas.ge_names import hashed_stem, read_mapping
 from tcmp.schemas.graph import read_graph
 from tcmp.schemas.index import FileKey, GraphRow, SummaryRow
 from tcmp.schemas.layout import DumpFile, GraphFile, Unrecognized, locate
@@ -81,15 +81,13 @@ class Skipped:
 
 WorkResult = Union[Summarized, GraphParsed, NotReady, Failed, Vanished, Skipped]
 
-_HASHED_SUFFIXES = ("_min_max.npz", ".csv")
-
 
 def _mapping_for(path: Path) -> tuple[Optional[dict[str, str]], Optional[str]]:
     """The directory's mapping.csv when the name is a hashed long name, and this file's row of it."""
-    if not is_hashed_name(path.name):
+    stem = hashed_stem(path.name)
+    if stem is None:
         return None, None
     mapping = read_mapping(path.parent)
-    stem = next((path.name[: -len(s)] for s in _HASHED_SUFFIXES if path.name.endswith(s)), path.name)
     return mapping, mapping.get(stem)
 
 

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from tcmp.compare.run import CompareOptions, CompareResult, run_compare
-from tcmp.schemas.index import IndexStatus, IndexUnusable, default_index_path, open_index
+from tcmp.schemas.index import IndexStatus, IndexUnusable, default_index_path
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+
+from .status import read_status
 
 DEMO_FAULTS = (
     Fault("layers.1/MatMul_1", FaultKind.REL_ERROR, magnitude=0.03),
@@ -135,8 +137,7 @@ def _wait_until_indexed(index: Path, expected: int, daemon: _Daemon) -> IndexSta
     while time.monotonic() < deadline:
         daemon.check_alive()
         try:
-            with open_index(index) as reader:
-                status = reader.status()
+            status = read_status(index)
         except IndexUnusable:
             pass  # not created yet, or created but its schema not yet committed
         else:

@@ -25,13 +25,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from tcmp.schemas.index import FileKey
-from tcmp.schemas.layout import DumpFile, FileKind, classify_name
+from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpFile, classify_name
 
 from .threads import OwnThread
 
 log = logging.getLogger(__name__)
-
-DELETABLE_KINDS = frozenset({FileKind.GE_BINARY, FileKind.FX_NPY})
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -77,7 +75,7 @@ class RawBudget:
         self.kept_bytes = kept_bytes
 
     def should_delete(self, file: DumpFile, header_op_name: Optional[str], size: int) -> bool:
-        if not self.policy.drop_raw or file.kind not in DELETABLE_KINDS:
+        if not self.policy.drop_raw or file.kind not in RAW_TENSOR_KINDS:
             return False
         if self.policy.keeps_op(file, header_op_name):
             return False
@@ -150,7 +148,7 @@ class Deleter(OwnThread):
     def _unlink(self, deletion: Deletion) -> Optional[str]:
         """None when deleted (or already gone), else why the file was kept."""
         path = deletion.path
-        if classify_name(os.path.basename(path)) not in DELETABLE_KINDS:
+        if classify_name(os.path.basename(path)) not in RAW_TENSOR_KINDS:
             return "not a raw dump file"
         if not path.startswith(deletion.root.rstrip("/") + "/") or not self._plain_directory(os.path.dirname(path)):
             return f"not a file of the watched root {deletion.root} (symlink or outside it)"

@@ -134,10 +134,15 @@ def parse_ge_file_name(name: str) -> GeFileName:
     )
 
 
+def hashed_stem(name: str) -> Optional[str]:
+    """The hash a long name was replaced by (its mapping.csv key), None when `name` is not a hashed name."""
+    stem, _ = _strip_kind(name)
+    return stem if _is_digits(stem) else None
+
+
 def is_hashed_name(name: str) -> bool:
     """A long name the runtime replaced by std::hash of its path (ENAMETOOLONG); see mapping.csv."""
-    stem, _ = _strip_kind(name)
-    return _is_digits(stem)
+    return hashed_stem(name) is not None
 
 
 def read_mapping(directory: Path) -> dict[str, str]:

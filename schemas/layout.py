@@ -55,6 +55,10 @@ class FileKind(str, enum.Enum):
     GRAPH = "graph"
 
 
+# the files that hold raw tensors (the others hold summaries or a graph): what a tensor-mode compare can read and
+# what `tcmp watch --drop-raw` may delete once summarized
+RAW_TENSOR_KINDS = frozenset({FileKind.GE_BINARY, FileKind.FX_NPY})
+
 _GE_KINDS = {
     GeFileKind.BINARY: FileKind.GE_BINARY,
     GeFileKind.STATS_CSV: FileKind.GE_STATS_CSV,
@@ -90,8 +94,13 @@ class DumpFile:
     @property
     def graph_number(self) -> Optional[int]:
         """N of `graph_{N}` when the model/graph directory is named after the GE graph."""
-        match = _GRAPH_NUMBER.match(self.model or "")
-        return int(match.group(1)) if match else None
+        return graph_number_of(self.model or "")
+
+
+def graph_number_of(model: str) -> Optional[int]:
+    """N of `graph_{N}` when a GE model directory (or FX graph directory) is named after the GE graph."""
+    match = _GRAPH_NUMBER.match(model)
+    return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..fx_dump import FxFileName, parse_fx_file_name
-from ..ge_names import GeFileName, is_hashed_name, parse_ge_file_name, resolve_ge_file_name
+from ..ge_names import GeFileName, hashed_stem, parse_ge_file_name, resolve_ge_file_name
 from ..graph import GraphOp, InputEdge, OutputDesc
 from ..layout import DumpFile, FileKind, GraphFile
 from ..records import IO, Side, Summary, TensorKind, TensorSummary
@@ -231,9 +231,6 @@ def graph_op(row: tuple) -> GraphOp:
     )
 
 
-_HASHED_SUFFIXES = ("_min_max.npz", ".csv")
-
-
 def rebuild_dump_file(path: Path, side: Side, kind: FileKind, mapped_name: Optional[str], placed: tuple) -> DumpFile:
     """A DumpFile from its row: the name is parsed again (cheap, and exactly what locate parsed), everything the
     directories said comes from the columns, `placed` = (rank, token, model, run, device, model_id, op_type,
@@ -246,11 +243,8 @@ def rebuild_dump_file(path: Path, side: Side, kind: FileKind, mapped_name: Optio
         parsed: Union[GeFileName, FxFileName] = fx_name
         io, index = fx_name.io, fx_name.index
     else:
-        if mapped_name is not None and is_hashed_name(name):
-            stem = next((name[: -len(s)] for s in _HASHED_SUFFIXES if name.endswith(s)), name)
-            parsed = resolve_ge_file_name(name, {stem: mapped_name})
-        else:
-            parsed = parse_ge_file_name(name)
+        stem = hashed_stem(name) if mapped_name is not None else None
+        parsed = resolve_ge_file_name(name, {stem: mapped_name}) if stem is not None else parse_ge_file_name(name)
         timestamp, io, index = parsed.timestamp, None, None
     return DumpFile(
         side=side,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..graph import Graph
-from ..layout import DumpFile, FileKind, GraphFile
+from ..layout import RAW_TENSOR_KINDS, DumpFile, GraphFile
 from ..records import FileSummary
 from .codec import file_row, graph_op_row, json_or_none, tensor_rows
 from .schema import (
@@ -166,8 +166,8 @@ class IndexWriter:
         low, high = prefix_range(str(root))
         row = self.conn.execute(
             "SELECT sum(size) FROM files WHERE path >= ? AND path < ? AND state = 'summarized' AND raw_deleted = 0 "
-            "AND kind IN (?, ?)",
-            (low, high, FileKind.GE_BINARY.value, FileKind.FX_NPY.value),
+            f"AND kind IN ({', '.join('?' * len(RAW_TENSOR_KINDS))})",
+            (low, high, *(k.value for k in RAW_TENSOR_KINDS)),
         ).fetchone()
         return int(row[0] or 0)
 
