@@ -23,7 +23,7 @@ from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphKind
 from tcmp.schemas.graph_cache import load_graph
-from tcmp.schemas.index import FileState, IndexedFile, IndexReader, IndexUnusable, find_index, open_index
+from tcmp.schemas.index import FileState, IndexedFile, IndexUnusable, find_index, open_index
 from tcmp.schemas.layout import DumpFile, DumpTree, GraphFile, discover, graph_number_of
 from tcmp.schemas.records import Side
 
@@ -85,30 +85,31 @@ class CompareInputs:
 class _GraphCache:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     graphs: dict[Path, Graph] = field(default_factory=dict)
-    index: Optional[IndexReader] = None  # parses `tcmp watch` already stored
+    index: Optional[Path] = None  # holds the parses `tcmp watch` already stored
 
     def load(self, path: Path) -> Graph:
         if path not in self.graphs:
-            stored = self.index.graph(path) if self.index is not None else None
+            stored = None
+            if self.index is not None:  # a reader per graph (a handful per compare), never left open
+                with open_index(self.index) as reader:
+                    stored = reader.graph(path)
             self.graphs[path] = stored if stored is not None else load_graph(path, workers=self.workers)
         return self.graphs[path]
 
 
-def _with_index(
-    tree: DumpTree, db: Optional[Path], notes: list[str]
-) -> tuple[DumpTree, IndexedTree, Optional[IndexReader]]:
+def _with_index(tree: DumpTree, db: Optional[Path], notes: list[str]) -> tuple[DumpTree, IndexedTree]:
     """Add to a walked tree the files only the index still knows (raw data deleted by `tcmp watch`), and the
     graph files it parsed. The index is the tree's own (`.tcmp/index.sqlite` in it or above it) or `db`."""
     path = db if db is not None else find_index(tree.root)
     if path is None:
-        return tree, IndexedTree(None, {}), None
+        return tree, IndexedTree(None, {})
     try:
-        reader = open_index(path)
-        indexed = reader.files_under(tree.root)
-        graph_files = reader.graph_files_under(tree.root)
+        with open_index(path) as reader:
+            indexed = reader.files_under(tree.root)
+            graph_files = reader.graph_files_under(tree.root)
     except (IndexUnusable, sqlite3.Error, OSError) as exc:
         notes.append(f"index {path} unusable, raw files only: {exc}")
-        return tree, IndexedTree(None, {}), None
+        return tree, IndexedTree(None, {})
     on_disk = {f.path for f in tree.files}
     deleted = {
         f.path: f for f in indexed if f.raw_deleted and f.state is FileState.SUMMARIZED and f.path not in on_disk
@@ -120,7 +121,7 @@ def _with_index(
         tree.graphs + tuple(g for g in graph_files if g.path not in known_graphs),
         tree.problems,
     )
-    return merged, IndexedTree(path, deleted), reader
+    return merged, IndexedTree(path, deleted)
 
 
 def _fx_keys(graph: Graph) -> set[str]:
@@ -306,8 +307,8 @@ def collect(
     is not in the trees), detect the golden's kind, check ranks and runs, bind graphs and golden files."""
     target, golden = _check_paths(Path(target), Path(golden))
     notes: list[str] = []
-    target_tree, target_index, target_reader = _with_index(discover(target), db, notes)
-    golden_tree, golden_index, _ = _with_index(discover(golden, fx_token_base=fx_token_base), db, notes)
+    target_tree, target_index = _with_index(discover(target), db, notes)
+    golden_tree, golden_index = _with_index(discover(golden, fx_token_base=fx_token_base), db, notes)
     if not target_tree.ge_files:
         raise CompareError(f"no GE dump files under the target path {target}")
     if golden_tree.ge_files:
@@ -323,7 +324,7 @@ def collect(
             "through it (enable torchair's graph_dump with the GE dump)"
         )
     binder = _Binder(
-        target_tree, golden_tree, kind, _GraphCache(graph_workers or os.cpu_count() or 1, index=target_reader)
+        target_tree, golden_tree, kind, _GraphCache(graph_workers or os.cpu_count() or 1, index=target_index.index)
     )
     binder.notes.extend(notes)
     if kind is GoldenKind.GE and not originals:
@@ -363,8 +364,6 @@ def collect(
                 Unmatched(Role.GOLDEN, f.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
                           "golden file of a rank, run or graph that is not compared", UnmatchedKind.OUT_OF_SCOPE)
             )  # fmt: skip
-    if target_reader is not None:
-        target_reader.close()
     return CompareInputs(
         target, golden, kind, tuple(bindings), tuple(binder.unmatched), tuple(binder.notes), target_index, golden_index
     )

@@ -567,7 +567,12 @@ class Dispatcher(OwnThread):
         if FileKey.of(st) != entry.key:
             entry.due = math.inf  # no timer while it is examined; the result reschedules it
             self._enqueue(path, Origin.RETRY, entry.root, entry.kind, st.st_size)
-        elif time.time() - st.st_mtime >= self._settings.incomplete_timeout:
+        else:
+            self._give_up_or_backoff(path, entry, st.st_mtime)
+
+    def _give_up_or_backoff(self, path: str, entry: _Pending, mtime: float) -> None:
+        """A file still incomplete: unchanged for the incomplete timeout, it was cut short; else wait more."""
+        if time.time() - mtime >= self._settings.incomplete_timeout:
             self._give_up(path, entry)
         else:
             self._backoff(path, entry)
@@ -709,16 +714,14 @@ class Dispatcher(OwnThread):
             self.counters.incomplete += 1
             row = ProblemRow(Path(path), FileState.INCOMPLETE, result.reason, result.key, result.located)
             self._writer.put(item.root.spec.index, item.root.spec.root, row)
-        try:
-            quiet_for = time.time() - os.lstat(path).st_mtime
-        except OSError:
-            quiet_for = 0.0
         if self._settings.once:
             del self._pending[path]  # once: recorded as incomplete, not waited for
-        elif quiet_for >= self._settings.incomplete_timeout:
-            self._give_up(path, entry)
-        else:
-            self._backoff(path, entry)
+            return
+        try:
+            mtime = os.lstat(path).st_mtime
+        except OSError:
+            mtime = time.time()
+        self._give_up_or_backoff(path, entry, mtime)
 
     def _committed(self, paths: tuple[str, ...], events: list[tuple[str, Origin]]) -> None:
         for path in paths:

@@ -12,6 +12,7 @@ All of them become `Summary` records; values the source does not carry stay None
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import re
 import zipfile
@@ -24,8 +25,8 @@ import numpy as np
 from .dtypes import DataType
 from .errors import DumpCorrupt, DumpIncomplete
 from .formats import Format
-from .fx_dump import npy_completeness
-from .records import IO, Completeness, Summary
+from .fx_dump import read_fx_value
+from .records import IO, Summary
 
 STATS_COLUMNS = (
     "Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value", "Avg Value",
@@ -47,12 +48,17 @@ class SummaryTensor:
     size: Optional[int] = None
 
 
+@functools.cache  # two enums, asked twice per CSV row
+def _by_upper_name(enum_type) -> dict:
+    return {name.upper(): member for name, member in enum_type.__members__.items()}
+
+
 def _enum_code(text: str, enum_type, prefix: str) -> Optional[int]:
     """A code written as a number or a name, with or without the prefix (`DT_FLOAT16`/`FLOAT16`, `FORMAT_ND`/`ND`)."""
     text = text.strip()
     if _INT.fullmatch(text):
         return int(text)
-    members = {name.upper(): member for name, member in enum_type.__members__.items()}
+    members = _by_upper_name(enum_type)
     bare = text.upper()[len(prefix) :] if text.upper().startswith(prefix) else text.upper()
     member = members.get(bare, members.get(prefix + bare))
     return int(member) if member is not None else None
@@ -164,14 +170,11 @@ def read_fx_min_max_npy(path: Path) -> Summary:
     """The appendix script's `<FX file stem>_min_max.npy`: `[min, max]` in the source's dtype."""
     path = Path(path)
     try:
-        state = npy_completeness(path)
-        if state is Completeness.INCOMPLETE:
-            raise DumpIncomplete(path, "file is shorter than its .npy header promises: still being written")
-        if state is Completeness.CORRUPT:
-            raise DumpCorrupt(path, "not an .npy file, or longer than its header promises")
-        array = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise DumpCorrupt(path, f"unreadable min/max file: {exc}") from exc
-    if array.shape != (2,) or array.dtype.kind not in "biuf":
-        raise DumpCorrupt(path, f"expected a [min, max] pair, got {array.dtype}{array.shape}")
+        value = read_fx_value(path)  # one open and one header parse; DumpIncomplete / DumpCorrupt by size
+    except OSError as exc:
+        raise DumpCorrupt(path, f"unreadable min/max file: {exc.strerror or exc}") from exc
+    array = value.array
+    if array is None or array.shape != (2,) or array.dtype.kind not in "biuf":
+        got = f"{array.dtype}{array.shape}" if array is not None else f"a {value.kind.value}"
+        raise DumpCorrupt(path, f"expected a [min, max] pair, got {got}")
     return _min_max_summary(array)
