@@ -174,6 +174,27 @@ class GraphOp:
     original_op_names: tuple[str, ...]  # `_datadump_original_op_names`
     stack_info: Optional[str]
 
+    def as_fields(self) -> list:
+        """The op as JSON-ready values in field order (the graph cache stores the list, the index its columns)."""
+        return [
+            self.order, self.name, self.type, [[e.producer, e.index] for e in self.inputs], list(self.control_inputs),
+            [[o.index, o.fx_tensor_name, o.dtype, list(o.shape), o.layout, o.origin_name, o.origin_output_index]
+             for o in self.outputs],
+            list(self.original_op_names), self.stack_info,
+        ]  # fmt: skip
+
+    @classmethod
+    def from_fields(cls, order, name, op_type, inputs, control, outputs, originals, stack) -> GraphOp:
+        """The inverse of `as_fields`."""
+        return cls(
+            order=order, name=name, type=op_type,
+            inputs=tuple(InputEdge(p, i) for p, i in inputs),
+            control_inputs=tuple(control),
+            outputs=tuple(OutputDesc(i, fx, dtype, tuple(shape), layout, origin, origin_index)
+                          for i, fx, dtype, shape, layout, origin, origin_index in outputs),
+            original_op_names=tuple(originals), stack_info=stack,
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Graph:

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from .graph import Graph, GraphOp, InputEdge, OutputDesc, read_graph
+from .graph import Graph, GraphOp, read_graph
 from .layout import INDEX_DIR
 
 CACHE_VERSION = 1
@@ -37,28 +37,12 @@ def _to_json(graph: Graph) -> dict:
     return {
         "name": graph.name,
         "warnings": list(graph.warnings),
-        "ops": [
-            [op.order, op.name, op.type, [[e.producer, e.index] for e in op.inputs], list(op.control_inputs),
-             [[o.index, o.fx_tensor_name, o.dtype, list(o.shape), o.layout, o.origin_name, o.origin_output_index]
-              for o in op.outputs],
-             list(op.original_op_names), op.stack_info]
-            for op in graph.ops
-        ],
-    }  # fmt: skip
+        "ops": [op.as_fields() for op in graph.ops],
+    }
 
 
 def _from_json(data: dict, path: Path) -> Graph:
-    ops = tuple(
-        GraphOp(
-            order=order, name=name, type=op_type,
-            inputs=tuple(InputEdge(p, i) for p, i in inputs),
-            control_inputs=tuple(control),
-            outputs=tuple(OutputDesc(i, fx, dtype, tuple(shape), layout, origin, origin_index)
-                          for i, fx, dtype, shape, layout, origin, origin_index in outputs),
-            original_op_names=tuple(originals), stack_info=stack,
-        )
-        for order, name, op_type, inputs, control, outputs, originals, stack in data["ops"]
-    )  # fmt: skip
+    ops = tuple(GraphOp.from_fields(*fields) for fields in data["ops"])
     return Graph(name=data["name"], path=path, ops=ops, warnings=tuple(data["warnings"]))
 
 

@@ -13,7 +13,7 @@ from typing import Optional, Union
 
 from ..fx_dump import FxFileName, parse_fx_file_name
 from ..ge_names import GeFileName, hashed_stem, parse_ge_file_name, resolve_ge_file_name
-from ..graph import GraphOp, InputEdge, OutputDesc
+from ..graph import GraphOp
 from ..layout import DumpFile, FileKind, GraphFile
 from ..records import IO, Side, Summary, TensorKind, TensorSummary
 from .schema import FileKey, FileState
@@ -168,21 +168,8 @@ def tensor_rows(file_id: int, tensors: Sequence[TensorSummary]) -> Iterator[tupl
 
 
 def graph_op_row(file_id: int, op: GraphOp) -> tuple:
-    outputs = [
-        [o.index, o.fx_tensor_name, o.dtype, list(o.shape), o.layout, o.origin_name, o.origin_output_index]
-        for o in op.outputs
-    ]
-    return (
-        file_id,
-        op.order,
-        op.name,
-        op.type,
-        json.dumps([[edge.producer, edge.index] for edge in op.inputs]),
-        json.dumps(list(op.control_inputs)),
-        json.dumps(outputs),
-        json.dumps(list(op.original_op_names)),
-        op.stack_info,
-    )
+    order, name, op_type, inputs, control, outputs, originals, stack = op.as_fields()
+    return (file_id, order, name, op_type, *map(json.dumps, (inputs, control, outputs, originals)), stack)
 
 
 def tensor_summary(row: tuple) -> TensorSummary:
@@ -215,20 +202,8 @@ def tensor_summary(row: tuple) -> TensorSummary:
 
 
 def graph_op(row: tuple) -> GraphOp:
-    order, name, op_type, inputs, control_inputs, outputs, original_op_names, stack_info = row
-    return GraphOp(
-        order=order,
-        name=name,
-        type=op_type,
-        inputs=tuple(InputEdge(producer, index) for producer, index in json.loads(inputs)),
-        control_inputs=tuple(json.loads(control_inputs)),
-        outputs=tuple(
-            OutputDesc(index, fx_name, dtype, tuple(shape), layout, origin, origin_index)
-            for index, fx_name, dtype, shape, layout, origin, origin_index in json.loads(outputs)
-        ),
-        original_op_names=tuple(json.loads(original_op_names)),
-        stack_info=stack_info,
-    )
+    order, name, op_type, inputs, control, outputs, originals, stack = row
+    return GraphOp.from_fields(order, name, op_type, *map(json.loads, (inputs, control, outputs, originals)), stack)
 
 
 def rebuild_dump_file(path: Path, side: Side, kind: FileKind, mapped_name: Optional[str], placed: tuple) -> DumpFile:
