@@ -19,7 +19,6 @@ from ..records import FileSummary, Side, TensorSummary
 from .codec import KINDS, SIDES, STATES, graph_op, int_or_none, rebuild_dump_file, tensor_summary
 from .schema import (
     FILES_SELECT,
-    IN_CHUNK,
     INDEX_FILE,
     SCHEMA_VERSION,
     TENSOR_COLUMNS,
@@ -29,6 +28,7 @@ from .schema import (
     connect,
     find_index,
     prefix_range,
+    rows_in,
     schema_version_of,
 )
 from .writer import DaemonState
@@ -196,15 +196,12 @@ class IndexReader:
     def summaries_of(self, files: Sequence[IndexedFile]) -> tuple[FileSummary, ...]:
         """Stored summaries of many files at once (batched queries), in the order given."""
         by_id: dict[int, list[TensorSummary]] = {f.id: [] for f in files}
-        ids = list(by_id)
-        for start in range(0, len(ids), IN_CHUNK):
-            chunk = ids[start : start + IN_CHUNK]
-            query = (
-                f"SELECT {', '.join(TENSOR_COLUMNS)} FROM tensors WHERE file_id IN ({', '.join('?' * len(chunk))}) "
-                "ORDER BY file_id, position"
-            )
-            for row in self.conn.execute(query, chunk):
-                by_id[row[0]].append(tensor_summary(row))
+        query = (
+            f"SELECT {', '.join(TENSOR_COLUMNS)} FROM tensors WHERE file_id IN ({{placeholders}}) "
+            "ORDER BY file_id, position"
+        )
+        for row in rows_in(self.conn, query, list(by_id)):
+            by_id[row[0]].append(tensor_summary(row))
         return tuple(
             FileSummary(
                 path=f.path,
@@ -260,15 +257,11 @@ class IndexReader:
     def lookup(self, paths: Sequence[str]) -> tuple[KnownFile, ...]:
         """What the index holds for these (stored) paths; paths it does not know are left out."""
         found: list[KnownFile] = []
-        for start in range(0, len(paths), IN_CHUNK):
-            chunk = list(paths[start : start + IN_CHUNK])
-            query = (
-                "SELECT path, inode, size, mtime_ns, state, raw_deleted, summaries FROM files "
-                f"WHERE path IN ({', '.join('?' * len(chunk))})"
-            )
-            for path, inode, size, mtime_ns, state, raw_deleted, summaries in self.conn.execute(query, chunk):
-                key = FileKey(inode, size, mtime_ns) if inode is not None else None
-                found.append(KnownFile(path, key, FileState(state), bool(raw_deleted), summaries))
+        columns = "path, inode, size, mtime_ns, state, raw_deleted, summaries"
+        query = f"SELECT {columns} FROM files WHERE path IN ({{placeholders}})"
+        for path, inode, size, mtime_ns, state, raw_deleted, summaries in rows_in(self.conn, query, paths):
+            key = FileKey(inode, size, mtime_ns) if inode is not None else None
+            found.append(KnownFile(path, key, FileState(state), bool(raw_deleted), summaries))
         return tuple(found)
 
     # -- status

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import os
 import sqlite3
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -17,6 +18,14 @@ INDEX_FILE = "index.sqlite"
 BUSY_TIMEOUT_S = 10.0  # readers
 WRITER_BUSY_TIMEOUT_S = 5.0  # the daemon retries a locked index itself, and says so in its log
 IN_CHUNK = 500  # host parameters per IN (...) query; old SQLite builds allow 999
+
+
+def rows_in(conn: sqlite3.Connection, query: str, values: Sequence) -> Iterator[tuple]:
+    """The rows of `query` for every value, IN_CHUNK values per statement: `{placeholders}` in the query's
+    `IN (...)` stands for one chunk's `?, ?, …`."""
+    for start in range(0, len(values), IN_CHUNK):
+        chunk = list(values[start : start + IN_CHUNK])
+        yield from conn.execute(query.format(placeholders=", ".join("?" * len(chunk))), chunk)
 
 
 class IndexUnusable(Exception):

@@ -18,7 +18,6 @@ from ..records import FileSummary
 from .codec import file_row, graph_op_row, json_or_none, tensor_rows
 from .schema import (
     FILE_COLUMNS,
-    IN_CHUNK,
     SCHEMA_VERSION,
     TENSOR_COLUMNS,
     WRITER_BUSY_TIMEOUT_S,
@@ -28,6 +27,7 @@ from .schema import (
     connect,
     create_schema,
     prefix_range,
+    rows_in,
     schema_version_of,
 )
 
@@ -252,12 +252,7 @@ class IndexWriter:
         )
 
     def _ids(self, paths: list[str]) -> dict[str, int]:
-        ids: dict[str, int] = {}
-        for start in range(0, len(paths), IN_CHUNK):
-            chunk = paths[start : start + IN_CHUNK]
-            query = f"SELECT path, id FROM files WHERE path IN ({', '.join('?' * len(chunk))})"
-            ids.update(self.conn.execute(query, chunk).fetchall())
-        return ids
+        return dict(rows_in(self.conn, "SELECT path, id FROM files WHERE path IN ({placeholders})", paths))
 
     def write_daemon_state(self, state: DaemonState) -> None:
         self.conn.execute(
