@@ -75,20 +75,27 @@ class FxCall:
         return next((f for k, f in self.outputs if k == index), None)
 
 
-def _meta_from_summaries(io: IO, tensors: Sequence[TensorSummary]) -> tuple[TensorMeta, ...]:
-    return tuple(TensorMeta(t.io, t.index, t.shape, t.dtype, t) for t in tensors if t.io is io)
+def _from_summaries(
+    op_name: str,
+    op_type: str,
+    timestamp: int,
+    files: Sequence[DumpFile],
+    tensors: Sequence[TensorSummary],
+    raw_deleted: bool = False,
+) -> GeExecution:
+    """An execution known by its tensors' summaries only (a stats/min-max file, or the index's rows)."""
+    inputs = tuple(TensorMeta(t.io, t.index, t.shape, t.dtype, t) for t in tensors if t.io is IO.INPUT)
+    outputs = tuple(TensorMeta(t.io, t.index, t.shape, t.dtype, t) for t in tensors if t.io is IO.OUTPUT)
+    return GeExecution(op_name, op_type, timestamp, tuple(files), inputs, outputs, (None,) * len(outputs),
+                       raw_deleted=raw_deleted)  # fmt: skip
 
 
 def _from_index(files: Sequence[DumpFile], summary: FileSummary) -> GeExecution:
     """An execution whose raw file is gone: its tensors are the summaries `tcmp watch` stored."""
     first = files[0]
-    tensors = summary.tensors
-    return GeExecution(
-        ffts_base_name(summary.op_name) if len(files) > 1 else summary.op_name or first.op_name,
-        first.op_type or "", summary.dump_time or first.timestamp or 0, tuple(files),
-        _meta_from_summaries(IO.INPUT, tensors), _meta_from_summaries(IO.OUTPUT, tensors),
-        (None,) * sum(t.io is IO.OUTPUT for t in tensors), raw_deleted=True,
-    )  # fmt: skip
+    op_name = ffts_base_name(summary.op_name) if len(files) > 1 else summary.op_name or first.op_name
+    timestamp = summary.dump_time or first.timestamp or 0
+    return _from_summaries(op_name, first.op_type or "", timestamp, files, summary.tensors, raw_deleted=True)
 
 
 def _read_execution(files: Sequence[DumpFile], stored: Mapping[Path, FileSummary]) -> GeExecution:
@@ -119,10 +126,7 @@ def _read_execution(files: Sequence[DumpFile], stored: Mapping[Path, FileSummary
             tensors = [
                 TensorSummary(r.io, r.index, None, TensorKind.MIN_MAX, None, None, r.summary) for r in ins + outs
             ]
-        return GeExecution(
-            base.op_name, base.op_type, base.timestamp, tuple(files), _meta_from_summaries(IO.INPUT, tensors),
-            _meta_from_summaries(IO.OUTPUT, tensors), (None,) * sum(t.io is IO.OUTPUT for t in tensors),
-        )  # fmt: skip
+        return _from_summaries(base.op_name, base.op_type, base.timestamp, files, tensors)
     except DumpError as exc:
         return GeExecution(base.op_name, base.op_type, base.timestamp, tuple(files), (), (), (), error=describe(exc))
 

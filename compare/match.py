@@ -115,6 +115,15 @@ class _Context:
                 self.by_design(e, IO.OUTPUT, j, f"self check: no input {j} to compare output {j} with")
 
 
+def _group_inputs(view: GraphView, resolved: _Resolved) -> list[tuple[GraphOp, int, InputEdge]]:
+    """A resolved execution's inputs in order, as (member, its input k, edge): a single op's own; a fused group's
+    external inputs; a truncated fused name (only its first member known) its first member's."""
+    if not resolved.fused or resolved.truncated:
+        first = resolved.members[0]
+        return [(first, k, edge) for k, edge in enumerate(first.inputs)]
+    return view.external_inputs([m.name for m in resolved.members])
+
+
 def _note_fusion(result: MatchResult, e: GeExecution, resolved: _Resolved) -> None:
     for member in resolved.members:
         result.fused_into[member.name] = e.op_name
@@ -232,12 +241,7 @@ class FxMatcher:
             self.ctx.pair(e, IO.OUTPUT, j, self.ctx.fx_ref(file, IO.OUTPUT, fx.output_index), notes, stack)
 
     def _edges(self, resolved: _Resolved) -> list[tuple[GraphOp, InputEdge]]:
-        if not resolved.fused:
-            return [(resolved.members[0], edge) for edge in resolved.members[0].inputs]
-        members = [m.name for m in resolved.members]
-        if resolved.truncated:
-            return [(resolved.members[0], edge) for edge in resolved.members[0].inputs]
-        return [(op, edge) for op, _, edge in self.view.external_inputs(members)]
+        return [(op, edge) for op, _, edge in _group_inputs(self.view, resolved)]
 
     def _producer_fx(self, edge: InputEdge) -> Optional[FxTensorName]:
         """The FX tensor behind a producer edge, following GE conversion ops without FX tensors back."""
@@ -370,9 +374,7 @@ class GeMatcher:
         assert view is not None
         _note_fusion(self.ctx.result, e, resolved)
         members = [m.name for m in resolved.members]
-        inputs = view.external_inputs(members) if not resolved.truncated else [
-            (resolved.members[0], k, edge) for k, edge in enumerate(resolved.members[0].inputs)
-        ]  # fmt: skip
+        inputs = _group_inputs(view, resolved)
         for k in range(len(e.inputs)):
             if k >= len(inputs):
                 self.ctx.no_partner(e, IO.INPUT, k, "fused op input without a member input")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
+from tcmp import one_blas_thread
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.graph import Graph
@@ -319,10 +320,7 @@ def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions, keep
         return
     import multiprocessing
 
-    # One BLAS thread per worker: the workers are the parallelism, and BLAS threads spinning against each other
-    # on busy cores made a 32K-element dot 10x slower (measured).
-    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(variable, "1")
+    one_blas_thread()  # per worker: the workers are the parallelism
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if "forkserver" in methods:

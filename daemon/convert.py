@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+from tcmp import one_blas_thread
 from tcmp.compare.summary import summarize_file
 from tcmp.schemas.errors import DumpCorrupt, DumpError, DumpIncomplete, GraphParseError, describe
 from tcmp.schemas.ge_names import hashed_stem, read_mapping
@@ -177,8 +178,7 @@ class WorkerPool:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ.setdefault(variable, "1")  # one BLAS thread per worker: the workers are the parallelism
+        one_blas_thread()  # per worker: the workers are the parallelism
         self._files = self._new_executor(max(workers, 1))
         self._graphs: Optional[concurrent.futures.Executor] = None
 

@@ -1,4 +1,14 @@
 """tcmp: torchair accuracy compare. CANN-free GE/FX dump readers, a watch-and-summarize daemon, an op-by-op
 compare of a GE graph-mode dump against its golden."""
 
+import os
+
 __version__ = "0.1.0"
+
+
+def one_blas_thread() -> None:
+    """tcmp parallelizes with processes; BLAS threads on top only spin against them (a 32K-element dot ran 10x
+    slower on busy cores, measured). Takes effect in processes started afterwards, and in this one when numpy is
+    not loaded yet; a value the user set is kept."""
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")

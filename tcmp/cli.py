@@ -16,11 +16,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tcmp import __version__
+from tcmp import __version__, one_blas_thread
 
-# tcmp parallelizes with processes; BLAS threads on top only spin against them (set before numpy loads)
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
+one_blas_thread()  # before numpy loads
 
 app = typer.Typer(
     name="tcmp",
