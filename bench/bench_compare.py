@@ -29,26 +29,14 @@ import threading
 import time
 from pathlib import Path
 
+from baseline import read_plainly
+
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 
-CHUNK = 1 << 20
-
 
 def read_all(roots) -> int:
-    buffer = bytearray(CHUNK)
-    view = memoryview(buffer)
-    total = 0
-    for root in roots:
-        for directory, _, files in os.walk(root):
-            for name in files:
-                with open(os.path.join(directory, name), "rb", buffering=0) as handle:
-                    while True:
-                        n = handle.readinto(view)
-                        if not n:
-                            break
-                        total += n
-    return total
+    return read_plainly(os.path.join(d, name) for root in roots for d, _, files in os.walk(root) for name in files)
 
 
 def tree_memory(pid: int) -> tuple[int, int]:

@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
+from baseline import CHUNK, read_plainly
 
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.formats import Format
 from tcmp.schemas.ge_dump import open_ge_dump
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 
-CHUNK = 1 << 20
 TARGETS = {int(Format.ND): 0.8, int(Format.FRACTAL_NZ): 0.3}
 
 
@@ -96,13 +96,7 @@ def write_case(case: Case, directory: Path, size_bytes: int) -> tuple[Path, np.n
 
 
 def raw_read(path: Path, buffer: memoryview) -> int:
-    total = 0
-    with open(path, "rb", buffering=0) as handle:
-        while True:
-            n = handle.readinto(buffer)
-            if not n:
-                return total
-            total += n
+    return read_plainly((path,), buffer)
 
 
 def _maps_the_file(array: np.ndarray) -> bool:

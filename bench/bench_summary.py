@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
+from baseline import read_plainly
 
 from tcmp.compare.summary import summarize_file
 from tcmp.schemas.index import IndexWriter, default_index_path
 from tcmp.schemas.layout import DumpFile, locate
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 
-CHUNK = 1 << 20
 GE_STEP = "msprobe_ge_dump/worldsize1_global_rank0/20261129083000/0/graph_1_0/1/0"
 GM_DIR = "gm_20261129083000000000_dump"
 FX_GRAPH = f"msprobe_fx_dump/worldsize1_global_rank0/{GM_DIR}"
@@ -87,11 +87,7 @@ def _write_case(directory: Path, case: Case, files: int, size_mb: int) -> list[P
 
 
 def _raw_read(paths: list[Path]) -> None:
-    buffer = bytearray(CHUNK)
-    for path in paths:
-        with open(path, "rb", buffering=0) as handle:
-            while handle.readinto(buffer):
-                pass
+    read_plainly(paths)
 
 
 def _summaries(files: list[DumpFile]) -> None:

@@ -25,6 +25,7 @@ from typing import Callable, Optional, Union
 from tcmp.schemas.index import (
     CommitResult,
     DaemonState,
+    GraphRow,
     IndexRecord,
     IndexUnusable,
     IndexWriter,
@@ -398,9 +399,4 @@ class IndexWriterThread(OwnThread):
 
 
 def _record_path(record: IndexRecord) -> str:
-    if isinstance(record, SummaryRow):
-        return str(record.file.path)
-    file = getattr(record, "file", None)
-    if file is not None and hasattr(file, "path"):
-        return str(file.path)
-    return str(getattr(record, "path", ""))
+    return str(record.file.path if isinstance(record, (SummaryRow, GraphRow)) else record.path)

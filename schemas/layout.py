@@ -333,7 +333,7 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
                 files.append(found)
             elif isinstance(found, GraphFile):
                 graphs.append(found)
-            elif isinstance(found, Unrecognized):
+            else:
                 problems.append(found)
     files.sort(key=lambda f: (f.side.value, str(f.path)))
     graphs.sort(key=lambda g: (g.name.rank if g.name.rank is not None else -1, g.name.number, str(g.path)))
