@@ -1,0 +1,85 @@
+"""Both moment engines against numpy's float64 reductions, at the compiled loop's block boundaries and for one-sign
+chunks, and the compiled engine's fallback when no compile cache is writable."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tcmp.compare import moments
+from tcmp.compare.moments import BLOCK, COMPILED, NUMPY
+
+SIZES = [1, 7, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 17]
+
+
+def _values(size: int, sign: str, dtype) -> np.ndarray:
+    values = np.random.default_rng(size).standard_normal(size) * 40
+    if sign == "positive":
+        values = np.abs(values)
+    elif sign == "negative":
+        values = -np.abs(values)
+    return values.astype(dtype)
+
+
+@pytest.fixture(params=[NUMPY, COMPILED], ids=lambda engine: engine.name)
+def engine(request):
+    return request.param
+
+
+def _moments(values: np.ndarray, engine) -> tuple[float, float, float, float]:
+    if values.dtype == np.float16:
+        return engine.float16(values.view(np.int16))
+    return engine.float32(values)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("sign", ["mixed", "positive", "negative"])
+@pytest.mark.parametrize("size", SIZES)
+def test_moments_match_float64_reductions(dtype, sign, size, engine):
+    values = _values(size, sign, dtype)
+    low, high, total, squares = _moments(values, engine)
+    exact = values.astype(np.float64)
+    assert (low, high) == (exact.min(), exact.max())
+    assert abs(total - exact.sum()) <= 1e-6 * np.abs(exact).sum()
+    assert squares == pytest.approx(np.dot(exact, exact), rel=2e-6 if engine is COMPILED else 1e-5)
+
+
+def test_float16_inf_and_nan_codes_give_a_nan_sum(engine):
+    for special in (np.inf, -np.inf, np.nan):
+        values = _values(100, "mixed", np.float16)
+        values[37] = special
+        assert np.isnan(_moments(values, engine)[2])
+    assert not np.isnan(_moments(np.array([65504, -65504], np.float16), engine)[2])  # the largest finite values
+
+
+def test_zero_signs(engine):
+    assert _moments(np.array([-0.0, 3.0], np.float32), engine)[:2] == (-0.0, 3.0)
+    low, high, _, _ = _moments(np.array([0.0, -0.0], np.float16), engine)
+    assert (low, high) == (0.0, 0.0) and np.signbit(low) and not np.signbit(high)
+
+
+def test_compiled_loops_compile_in_memory_when_no_cache_directory_is_writable(tmp_path):
+    """A hardened service without NUMBA_CACHE_DIR: every cache location numba tries is unusable (a file where
+    `__pycache__` would go, a cache dir and a home under /dev/null), yet the kernels work."""
+    module_dir = tmp_path / "readonly"
+    module_dir.mkdir()
+    shutil.copy(moments.__file__, module_dir / "moments.py")  # it imports nothing from tcmp
+    (module_dir / "__pycache__").write_text("not a directory")
+    environment = {**os.environ, "NUMBA_CACHE_DIR": "/dev/null/numba", "HOME": "/dev/null", "PYTHONPATH": ""}
+    code = (
+        "import numpy as np, moments; "
+        "print(moments.COMPILED.float32(np.array([2, -1, 5], np.float32)), "
+        "moments.COMPILED.float16(np.array([2, -1, 5], np.float16).view(np.int16)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=module_dir, env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["(-1.0,", "5.0,", "6.0,", "30.0)", "(-1.0,", "5.0,", "6.0,", "30.0)"]
+    assert not list(Path(module_dir).glob("*.nbi"))
