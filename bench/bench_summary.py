@@ -14,7 +14,9 @@
    fp32. Targets (issue 4): fp32 summary >= 0.6x raw; fp16 >= 1.5 GB/s or >= 10x the appendix.
 2. Latency: `tcmp watch --drop-raw` (default workers) on an empty root while a writer process writes fp16 .npy
    files at 200 MB/s (4 MiB files, then 256 KiB files); per file, the time from the writer's close() to the first
-   moment its row is visible to a reader polling the index every 10 ms. p50/p99/max, and the daemon's CPU.
+   moment its row is visible to a reader polling the index every 10 ms. p50/p99/max, and the daemon's CPU. The
+   writer starts once the daemon logs "workers ready" (steady state); `workers up` is how long that took after
+   the start-up scan, the wait the first files of a dump see when the daemon starts together with the inference.
 3. Idle: an index holding `--idle-files` summarized-and-deleted files (rows created directly with SQL, as the
    daemon would have left them; creating and summarizing a million real files would take an hour) over a tree of
    the empty step directories they lived in (250 files per directory, as the raw files are gone); the daemon is
@@ -248,7 +250,7 @@ with open(out, "w") as log:
 def latency(directory: Path, seconds: float) -> None:
     print(f"\n2. close-to-commit latency, writer at 200 MB/s for {seconds:.0f} s, `tcmp watch --drop-raw`")
     print(f"{'file size':>10s} {'files':>6s} {'MB/s':>6s} {'p50 ms':>7s} {'p99 ms':>7s} {'max ms':>7s} "
-          f"{'daemon CPU':>11s} {'not seen':>9s}")  # fmt: skip
+          f"{'daemon CPU':>11s} {'not seen':>9s} {'workers up':>11s}")  # fmt: skip
     for size in (4 << 20, 256 << 10):
         root = directory / f"latency-{size}"
         root.mkdir()
@@ -256,6 +258,7 @@ def latency(directory: Path, seconds: float) -> None:
         daemon = _start_daemon(root, log, "--drop-raw")
         try:
             _wait_for(log, f"full scan of {root} done", 60)
+            warm_up = _wait_for(log, "workers ready", 120)
             cpu_before, wall_before = _group_cpu_seconds(daemon.pid), time.monotonic()
             closes = directory / f"closes-{size}.txt"
             writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(root), str(closes), str(size),
@@ -276,7 +279,7 @@ def latency(directory: Path, seconds: float) -> None:
         rate = len(written) * size / seconds / 1e6
         p50, p99 = np.percentile(delays, 50), np.percentile(delays, 99)
         print(f"{size >> 10:>7d} KiB {len(written):6d} {rate:6.0f} {p50:7.1f} {p99:7.1f} {max(delays):7.1f} "
-              f"{cpu * 100:9.0f} % {missing:9d}")  # fmt: skip
+              f"{cpu * 100:9.0f} % {missing:9d} {warm_up:9.1f} s")  # fmt: skip
         shutil.rmtree(root, ignore_errors=True)
 
 

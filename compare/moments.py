@@ -1,7 +1,7 @@
 """The moments of one chunk of a float tensor: (min, max, sum, sum of squares), two ways.
 
-Each engine below turns a 1-D chunk into those four floats (sums in float64 or better than float32 pairwise); the
-summaries accumulate them chunk by chunk. Neither counts NaN or inf: any of them makes the sum or the sum of
+Each engine below turns a 1-D chunk into those four floats (sums to ~1e-6 relative or better); the summaries
+accumulate them chunk by chunk. Neither counts NaN or inf: any of them makes the sum or the sum of
 squares non-finite (float16 engines check the codes and return a NaN sum, since their bit-level widening would
 map inf/NaN codes to large finite numbers), and the caller then takes an exact slow path for that chunk.
 
@@ -36,6 +36,13 @@ BLOCK = 1024  # elements summed in float32 before the block sum joins the float6
 # fast-math without nnan/ninf: reassociation lets LLVM vectorize the sums; NaN and inf keep IEEE semantics
 _FASTMATH = frozenset({"reassoc", "contract", "nsz", "arcp"})
 
+# float16 -> float32 by bits: sign-extend the code to int32 and shift it left by 13 (sign to bit 31, exponent and
+# mantissa to bits 27..13, float32's layout with an exponent 112 too small), clear the sign copies in bits 30..28
+# and multiply by 2**112 to rebias; exact for normals and subnormals, wrong for inf/NaN codes (0x7C00 and up)
+_F16_SIGN_AND_BODY = np.int32(-0x70000001)  # 0x8FFFFFFF as int32
+_F16_REBIAS = np.float32(2.0**112)
+_F16_SIGN, _F16_NONFINITE = 0x8000, 0x7C00
+
 
 def _float32_moments(values):  # pragma: no cover - compiled by numba (COMPILED.float32)
     """(min, max, sum, sum of squares) of a 1-D float32 array of any alignment."""
@@ -64,10 +71,7 @@ def _float32_moments(values):  # pragma: no cover - compiled by numba (COMPILED.
 def _float16_moments(codes):  # pragma: no cover - compiled by numba (COMPILED.float16)
     """(min, max, sum, sum of squares) of a 1-D float16 array given as its int16 codes, of any alignment; the sum
     is NaN when the codes hold inf or NaN."""
-    # float16 -> float32 by bits: sign-extend to int32 and shift left by 13 (sign to bit 31, exponent and mantissa
-    # to bits 27..13, float32's layout with an exponent 112 too small), clear the sign copies in bits 30..28, and
-    # multiply by 2**112 to rebias; exact for normals and subnormals
-    body_mask, rebias = np.int32(-0x70000001), np.float32(2.0**112)
+    body_mask, rebias = _F16_SIGN_AND_BODY, _F16_REBIAS  # numba freezes globals as constants
     unsigned = codes.view(np.uint16)
     signed_max, unsigned_max, unsigned_min = np.int16(-(2**15)), np.uint16(0), np.uint16(0xFFFF)
     total, squares = 0.0, 0.0
@@ -84,9 +88,9 @@ def _float16_moments(codes):  # pragma: no cover - compiled by numba (COMPILED.f
             block_squares += value * value
         total += block_sum
         squares += block_squares
-    if unsigned_max >= np.uint16(0xFC00) or signed_max >= np.int16(0x7C00):  # inf or NaN codes
-        total = np.nan
-    low = np.int16(unsigned_max if unsigned_max >= np.uint16(0x8000) else unsigned_min)
+    if unsigned_max >= np.uint16(_F16_SIGN | _F16_NONFINITE) or signed_max >= np.int16(_F16_NONFINITE):
+        total = np.nan  # inf or NaN codes
+    low = np.int16(unsigned_max if unsigned_max >= np.uint16(_F16_SIGN) else unsigned_min)
     high = signed_max if signed_max >= 0 else np.int16(unsigned_min)
     extremes = np.empty(2, np.int32)  # (min, max), widened like the values
     extremes[0] = (np.int32(low) << 13) & body_mask
@@ -121,9 +125,6 @@ class _Kernel:
 # ---------------------------------------------------------------------------------------------------------------
 # numpy
 
-_F16_SIGN, _F16_NONFINITE = 0x8000, 0x7C00  # magnitude codes from 0x7C00 up are inf and NaN
-_F16_SIGN_AND_BODY = np.int32(-0x70000001)  # 0x8FFFFFFF as int32
-_F16_REBIAS = np.float32(2.0**112)
 _HALF, _HALF_CODE = struct.Struct("<e"), struct.Struct("<H")
 _NO_MOMENTS = (math.nan, math.nan, math.nan, math.nan)
 
@@ -149,7 +150,7 @@ def _numpy_float16_moments(codes: np.ndarray) -> Moments:
     smallest_magnitude = 0 if has_negative and has_non_negative else int(unsigned.min())
     low = top_unsigned if has_negative else smallest_magnitude
     high = top_signed if has_non_negative else smallest_magnitude
-    # widening as in the compiled kernel, in three vectorized passes
+    # the bit-level widening, in three vectorized passes
     bits = np.left_shift(codes, 13, dtype=np.int32)
     np.bitwise_and(bits, _F16_SIGN_AND_BODY, out=bits)
     values = bits.view(np.float32)

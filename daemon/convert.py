@@ -17,6 +17,8 @@ import multiprocessing
 import os
 import signal
 import stat
+import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,9 +202,19 @@ class WorkerPool:
     def warm_up(self) -> None:
         """Start every worker now (a spawned worker needs ~1 s to import numpy and the readers, and ~0.5 s to load
         the compiled summary loops; ~2 s more to compile them when no cache has them yet), so the first files of a
-        dump do not wait for it."""
-        for _ in range(max(self.workers, 1)):
-            self._files.submit(_warm_up)
+        dump do not wait for it. Logs "workers ready" once they are."""
+        started = time.monotonic()
+        futures = [self._files.submit(_warm_up) for _ in range(max(self.workers, 1))]
+
+        def report() -> None:
+            done, _ = concurrent.futures.wait(futures)
+            failed = [f.exception() for f in done if f.exception() is not None]
+            if failed:  # the first file will show the same problem, with its path
+                log.warning("a worker failed to start: %s", failed[0])
+            else:
+                log.info("workers ready (%d) after %.1f s", len(futures), time.monotonic() - started)
+
+        threading.Thread(target=report, name="tcmp-warm-up", daemon=True).start()
 
     def submit_files(self, paths: tuple[str, ...]) -> Future:
         return self._files.submit(examine_batch, paths)

@@ -75,6 +75,7 @@ def test_ready_status_watchdog_stopping_and_a_clean_sigterm(root, tmp_path, daem
         sock.close()
     d = daemon(str(root), "--workers", "1", log="second.log")  # SIGINT (Ctrl-C) drains and exits 0 as well
     assert d.wait_for_log(f"full scan of {root} done")
+    assert d.wait_for_log("workers ready (1) after"), d.log()  # the worker has loaded the summary loops
     assert d.stop(signal.SIGINT) == 0
 
 
