@@ -19,8 +19,9 @@ from tcmp.schemas.fx_dump import FxFileName
 from tcmp.schemas.ge_dump import GeDump, read_ge_dump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.layout import DumpFile, FileKind
-from tcmp.schemas.records import IO, FileSummary, TensorKind, TensorSummary
-from tcmp.schemas.stats_files import read_ge_min_max_npz, read_stats_csv
+from tcmp.schemas.records import IO, FileSummary, TensorSummary
+
+from .summary import summarize_file
 
 
 @dataclass(frozen=True)
@@ -118,15 +119,9 @@ def _read_execution(files: Sequence[DumpFile], stored: Mapping[Path, FileSummary
                 op_name or first.op_name, base.op_type, dump.dump_time or base.timestamp, tuple(files), inputs,
                 outputs, originals, headers=(dump,),
             )  # fmt: skip
-        if first.kind is FileKind.GE_STATS_CSV:
-            rows = read_stats_csv(first.path)
-            tensors = [TensorSummary(r.io, r.index, None, TensorKind.STATS, None, r.shape, r.summary) for r in rows]
-        else:
-            ins, outs = read_ge_min_max_npz(first.path)
-            tensors = [
-                TensorSummary(r.io, r.index, None, TensorKind.MIN_MAX, None, None, r.summary) for r in ins + outs
-            ]
-        return _from_summaries(base.op_name, base.op_type, base.timestamp, files, tensors)
+        # a stats CSV or min/max file: read as the daemon reads it, so it shows the same (dtype, format) either way
+        summary = summarize_file(first)
+        return _from_summaries(base.op_name, base.op_type, base.timestamp, files, summary.tensors)
     except DumpError as exc:
         return GeExecution(base.op_name, base.op_type, base.timestamp, tuple(files), (), (), (), error=describe(exc))
 

@@ -210,10 +210,18 @@ def test_worst_rows_put_one_sided_nan_and_inf_first(fx_scenarios, mode):
 def test_summary_only_inputs_take_part_in_statistics_mode(tmp_path):
     faults = (Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.2), Fault("layers.1/SoftmaxV2_1", FaultKind.NAN))
     scenario = write_scenario(tmp_path, ScenarioConfig(tokens=2, faults=faults))
+    raw, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+
+    def place(r):  # fused ops are named by their header raw, by their (sanitized) file name in a stats CSV
+        return r.pair.token, r.pair.order, r.pair.io, r.pair.index
+
+    raw_dtypes = {place(r): r.npu.dtype for r in raw.ranks[0].rows}
     assert to_appendix_min_max(scenario.golden_fx) > 0 and to_stats_csv(scenario.target) > 0
     result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     assert result.mode.value == "statistics" and "summaries only" in result.mode_reason
     rows = result.ranks[0].rows
+    # a stats CSV names each tensor's dtype: the table shows it as for the raw dump
+    assert [r.npu.dtype for r in rows] == [raw_dtypes[place(r)] for r in rows]
     failing = {(r.pair.token, r.pair.op_name) for r in rows if r.result is Result.FAIL}
     assert failing == {(t, n) for t in (0, 1) for n in ("MatMul_0", "layers.1/SoftmaxV2_1")}
     assert all(r.result is Result.PASS for r in rows if (r.pair.token, r.pair.op_name) not in failing)
