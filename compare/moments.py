@@ -71,6 +71,8 @@ def _float32_moments(values):  # pragma: no cover - compiled by numba (COMPILED.
 def _float16_moments(codes):  # pragma: no cover - compiled by numba (COMPILED.float16)
     """(min, max, sum, sum of squares) of a 1-D float16 array given as its int16 codes, of any alignment; the sum
     is NaN when the codes hold inf or NaN."""
+    # the loop is _float32_moments' with a widening step: with the shared part in an inner function numba no
+    # longer vectorized it (3.5x slower, measured)
     body_mask, rebias = _F16_SIGN_AND_BODY, _F16_REBIAS  # numba freezes globals as constants
     unsigned = codes.view(np.uint16)
     signed_max, unsigned_max, unsigned_min = np.int16(-(2**15)), np.uint16(0), np.uint16(0xFFFF)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from tcmp import default_watch_workers
 from tcmp.schemas.index import daemon_state_now, default_index_path
 
 from .convert import WorkerPool
@@ -46,7 +47,7 @@ class WatchConfig:
     roots: tuple[Path, ...]
     db: Optional[Path] = None  # one index for every root; default: <root>/.tcmp/index.sqlite each
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    workers: int = field(default_factory=default_watch_workers)
     once: bool = False
     incomplete_timeout: float = 300.0
     reconcile_interval: float = 60.0

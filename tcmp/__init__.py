@@ -12,3 +12,13 @@ def one_blas_thread() -> None:
     not loaded yet; a value the user set is kept."""
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(variable, "1")
+
+
+# Summarizing is bound by memory bandwidth and the CRC, ~3-5 GB/s per worker: four outrun any disk a dump is
+# written to. One per core would take 150 MB each (numba's compiled loops) on 192-core NPU hosts, past the
+# service's MemoryMax, and compete with the inference the dump comes from.
+MAX_DEFAULT_WATCH_WORKERS = 4
+
+
+def default_watch_workers() -> int:
+    return min(MAX_DEFAULT_WATCH_WORKERS, os.cpu_count() or 1)

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tcmp import __version__, one_blas_thread
+from tcmp import __version__, default_watch_workers, one_blas_thread
 
 one_blas_thread()  # before numpy loads
 
@@ -250,7 +250,9 @@ def watch(
         Optional[list[str]],
         typer.Option("--keep-raw-ops", help="With --drop-raw: never delete raw files of ops matching this glob."),
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", min=0, help="Summarizing processes.")] = os.cpu_count() or 1,
+    workers: Annotated[
+        int, typer.Option("--workers", min=0, help="Summarizing processes (default: the cores, at most 4).")
+    ] = default_watch_workers(),
     once: Annotated[bool, typer.Option("--once", help="Scan, summarize what is complete, exit.")] = False,
     incomplete_timeout: Annotated[
         float, typer.Option("--incomplete-timeout", min=0.0, help="Seconds an unchanged incomplete file is waited for.")
