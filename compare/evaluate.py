@@ -14,11 +14,11 @@ import numpy as np
 
 from tcmp.schemas.errors import DumpError, describe
 from tcmp.schemas.ffts import SliceFile, merge_ffts_slices
-from tcmp.schemas.fx_dump import FxValueKind, read_fx_value
+from tcmp.schemas.fx_dump import read_fx_value
 from tcmp.schemas.ge_dump import GeDump, GeDumpReader, open_ge_dump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.layout import FileKind
-from tcmp.schemas.records import IO, Summary, TensorSummary
+from tcmp.schemas.records import IO, Summary, TensorKind, TensorSummary
 from tcmp.schemas.stats_files import read_fx_min_max_npy
 
 from .metrics import (
@@ -170,7 +170,7 @@ class TensorLoader:
         try:
             if first.kind is FileKind.FX_NPY:
                 value = self._fx_value(first.path)
-                if value.kind not in (FxValueKind.TENSOR, FxValueKind.SCALAR) or value.array is None:
+                if value.kind not in (TensorKind.TENSOR, TensorKind.SCALAR) or value.array is None:
                     raise Unavailable(f"non-tensor argument ({value.kind.value}: {value.text})")
                 return Loaded(value.array, None, str(value.array.dtype), tuple(value.array.shape))
             if len(ref.files) > 1:

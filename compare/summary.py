@@ -25,7 +25,7 @@ import numpy as np
 
 from tcmp.schemas.dtypes import dtype_name, to_float32
 from tcmp.schemas.formats import format_name
-from tcmp.schemas.fx_dump import FxFileName, FxValueKind, read_fx_value
+from tcmp.schemas.fx_dump import FxFileName, read_fx_value
 from tcmp.schemas.ge_dump import open_ge_dump
 from tcmp.schemas.layout import DumpFile, FileKind
 from tcmp.schemas.records import FileSummary, Summary, TensorKind, TensorSummary
@@ -273,7 +273,7 @@ def _fx(file: DumpFile, engine: Engine) -> FileSummary:
         return FileSummary(file.path, name.node, file.timestamp, (tensor,))
     value = read_fx_value(file.path)
     array = value.array
-    kind = _FX_KINDS[value.kind]
+    kind = value.kind
     numeric = array is not None and array.dtype.kind in "biufc"
     tensor = TensorSummary(
         io=name.io,
@@ -286,15 +286,6 @@ def _fx(file: DumpFile, engine: Engine) -> FileSummary:
         notes=() if value.text is None or kind is TensorKind.SCALAR else (value.text,),
     )
     return FileSummary(file.path, name.node, file.timestamp, (tensor,))
-
-
-_FX_KINDS = {
-    FxValueKind.TENSOR: TensorKind.TENSOR,
-    FxValueKind.SCALAR: TensorKind.SCALAR,
-    FxValueKind.NONE: TensorKind.NONE,
-    FxValueKind.STRING: TensorKind.STRING,
-    FxValueKind.OBJECT: TensorKind.OBJECT,
-}
 
 
 def summarize_file(file: DumpFile, *, engine: Engine = NUMPY) -> FileSummary:

@@ -63,7 +63,6 @@ class DemoResult:
     replay: Replay
     index: IndexStatus  # as the daemon left it
     indexed_after_s: float  # from the last byte written until the index held every file (polled every 0.1 s)
-    daemon_exit: int
     result: CompareResult
 
 
@@ -103,7 +102,7 @@ def run_demo(root: Path, jobs: int = 1, progress: Optional[Callable[[str], None]
     faults = tuple(
         f"{f.op} ({f.kind.value}{'' if f.tokens is None else f', token {list(f.tokens)}'})" for f in DEMO_FAULTS
     )
-    return DemoResult(root, dump, watch_log, faults, replay, index, indexed_after, daemon_exit, result)
+    return DemoResult(root, dump, watch_log, faults, replay, index, indexed_after, result)
 
 
 def _in_write_order(staging: Path) -> list[Path]:

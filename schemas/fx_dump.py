@@ -8,7 +8,6 @@ their opcodes and describes what they hold.
 
 from __future__ import annotations
 
-import enum
 import functools
 import math
 import os
@@ -21,6 +20,7 @@ from typing import Optional, Union
 import numpy as np
 from numpy.lib import format as npy_format
 
+from tcmp.schemas import MMAP_THRESHOLD
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, NameParseError
 from tcmp.schemas.pickle_scan import (
     PickleScan,
@@ -31,12 +31,11 @@ from tcmp.schemas.pickle_scan import (
     numpy_array_parts,
     scan_pickle,
 )
-from tcmp.schemas.records import IO, Completeness
+from tcmp.schemas.records import IO, Completeness, TensorKind
 
 __all__ = [
     "FxFileName",
     "FxValue",
-    "FxValueKind",
     "NpyHeader",
     "npy_completeness",
     "parse_fx_file_name",
@@ -263,17 +262,13 @@ def _payload_completeness(fp, header: NpyHeader, size: int) -> Completeness:
 # Values
 
 
-class FxValueKind(str, enum.Enum):
-    TENSOR = "tensor"
-    SCALAR = "scalar"  # 0-d numeric: an int/float/bool arg
-    NONE = "none"  # an arg that was None
-    STRING = "string"  # a string arg, or torchair's `np.array(f"{x}")` fallback
-    OBJECT = "object"  # anything else a pickle held (torch.dtype, lists with None, …), described in `text`
-
-
 @dataclass(frozen=True)
 class FxValue:
-    kind: FxValueKind
+    """What an FX .npy file holds. `kind` is one of TensorKind's FX kinds: TENSOR; SCALAR (0-d numeric: an
+    int/float/bool arg); NONE (an arg that was None); STRING (a string arg, or torchair's `np.array(f"{x}")`
+    fallback); OBJECT (anything else a pickle held: torch.dtype, lists with None, …, described in `text`)."""
+
+    kind: TensorKind
     array: Optional[np.ndarray]  # TENSOR (memory-mapped, lazy), SCALAR (0-d), STRING (string arrays); else None
     text: Optional[str]  # short human-readable value for everything but TENSOR
 
@@ -302,15 +297,12 @@ def _raise_unless_complete(state: Completeness, path: Path) -> None:
         raise DumpCorrupt(path, "file size does not match its .npy header")
 
 
-_MMAP_THRESHOLD = 1 << 20  # smaller payloads are read in one go: mapping costs more than it saves
-
-
 def _read_plain_array(fp, path: Path, header: NpyHeader) -> FxValue:
     """The payload as an array, from the header already parsed (np.load would parse it again). Big payloads
     are memory-mapped (lazy); small ones read with one call."""
     order = "F" if header.fortran_order else "C"
     count = math.prod(header.shape)
-    if header.data_nbytes and header.data_nbytes >= _MMAP_THRESHOLD:
+    if header.data_nbytes and header.data_nbytes >= MMAP_THRESHOLD:
         array = np.memmap(path, header.dtype, mode="r", offset=header.data_offset, shape=header.shape, order=order)
     else:
         # readinto a new array: np.fromfile on a Python file object dups the descriptor and costs more than the read
@@ -322,11 +314,11 @@ def _read_plain_array(fp, path: Path, header: NpyHeader) -> FxValue:
         array = flat.reshape(header.shape, order=order)
     kind = header.dtype.kind
     if kind in ("U", "S"):
-        return FxValue(FxValueKind.STRING, array, _string_text(array))
+        return FxValue(TensorKind.STRING, array, _string_text(array))
     if array.ndim == 0 and kind in _NUMERIC_KINDS:
         scalar = np.array(array)  # detach from the mapping: a 0-d value is tiny
-        return FxValue(FxValueKind.SCALAR, scalar, clip(repr(scalar.item())))
-    return FxValue(FxValueKind.TENSOR, array, None)
+        return FxValue(TensorKind.SCALAR, scalar, clip(repr(scalar.item())))
+    return FxValue(TensorKind.TENSOR, array, None)
 
 
 def _string_text(array: np.ndarray) -> str:
@@ -338,26 +330,26 @@ def _string_text(array: np.ndarray) -> str:
 
 def _describe_object_array(scan: PickleScan) -> FxValue:
     if scan.truncated:
-        return FxValue(FxValueKind.OBJECT, None, "large object array (not described)")
+        return FxValue(TensorKind.OBJECT, None, "large object array (not described)")
     try:
         root = SymbolicUnpickler().run(scan.opcodes)
     except (Undescribable, IndexError, KeyError, TypeError, ValueError):
-        return FxValue(FxValueKind.OBJECT, None, "object array with an unrecognised pickle payload")
+        return FxValue(TensorKind.OBJECT, None, "object array with an unrecognised pickle payload")
     parts = numpy_array_parts(root)
     if parts is None:
-        return FxValue(FxValueKind.OBJECT, None, clip(describe(root)))
+        return FxValue(TensorKind.OBJECT, None, clip(describe(root)))
     shape, elements = parts
     if shape == () and len(elements) == 1:
         return _single_value(elements[0])
     prefix = "" if len(shape) == 1 else f"shape {shape}: "
-    return FxValue(FxValueKind.OBJECT, None, clip(prefix + describe(elements)))
+    return FxValue(TensorKind.OBJECT, None, clip(prefix + describe(elements)))
 
 
 def _single_value(value: object) -> FxValue:
     if value is None:
-        return FxValue(FxValueKind.NONE, None, "None")
+        return FxValue(TensorKind.NONE, None, "None")
     if isinstance(value, (bool, int, float, complex)):
-        return FxValue(FxValueKind.SCALAR, np.array(value), clip(repr(value)))
+        return FxValue(TensorKind.SCALAR, np.array(value), clip(repr(value)))
     if isinstance(value, str):
-        return FxValue(FxValueKind.STRING, None, clip(value))
-    return FxValue(FxValueKind.OBJECT, None, clip(describe(value)))
+        return FxValue(TensorKind.STRING, None, clip(value))
+    return FxValue(TensorKind.OBJECT, None, clip(describe(value)))

@@ -21,7 +21,7 @@ from typing import Optional, Union
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from . import proto
+from . import MMAP_THRESHOLD, proto
 from .dtypes import PayloadTooShort, bits_per_element, decode_payload, dtype_name
 from .errors import DumpCorrupt, DumpIncomplete
 from .formats import format_name, to_nd
@@ -33,8 +33,6 @@ NANO_MAGIC = 0x5A5A5A5A
 MAX_HEADER_BYTES = 64 << 20
 # Payload sizes adding up to more than this are garbage (an overflowed uint64), not a file still being written.
 MAX_PLAUSIBLE_FILE = 1 << 46
-# Files below this are read whole with one pread; bigger ones are mapped, so big tensors cost no copy.
-MMAP_THRESHOLD = 1 << 20
 
 PathLike = Union[str, "os.PathLike[str]"]
 

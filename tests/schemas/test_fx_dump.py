@@ -16,13 +16,12 @@ from numpy.lib import format as npy_format
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, NameParseError
 from tcmp.schemas.fx_dump import (
     FxFileName,
-    FxValueKind,
     npy_completeness,
     parse_fx_file_name,
     read_fx_value,
     read_npy_header,
 )
-from tcmp.schemas.records import IO, Completeness
+from tcmp.schemas.records import IO, Completeness, TensorKind
 
 TS = "20250301123456789012"
 
@@ -318,7 +317,7 @@ def test_small_tensor_is_read_in_one_go_and_exact(tmp_path: Path) -> None:
     path = tmp_path / f"mm-aten.mm.default.OUTPUT.0.{TS}.npy"
     np.save(path, array)
     value = read_fx_value(path)
-    assert value.kind is FxValueKind.TENSOR and value.text is None
+    assert value.kind is TensorKind.TENSOR and value.text is None
     assert not isinstance(value.array, np.memmap)
     np.testing.assert_array_equal(value.array, array)
 
@@ -343,7 +342,7 @@ def test_empty_tensor(tmp_path: Path) -> None:
     path = tmp_path / "e.npy"
     np.save(path, np.zeros((0, 3), dtype=np.float16))
     value = read_fx_value(path)
-    assert value.kind is FxValueKind.TENSOR
+    assert value.kind is TensorKind.TENSOR
     assert value.array.shape == (0, 3) and value.array.dtype == np.float16
 
 
@@ -355,7 +354,7 @@ def test_zero_d_numeric_is_scalar(tmp_path: Path, python_value, dtype) -> None:
     path = tmp_path / "s.npy"
     np.save(path, np.array(python_value))  # torchair's _as_numpy for a non-tensor arg
     value = read_fx_value(path)
-    assert value.kind is FxValueKind.SCALAR
+    assert value.kind is TensorKind.SCALAR
     assert value.array.shape == () and value.array.dtype == dtype
     assert value.array.item() == python_value
     assert value.text == repr(python_value)
@@ -373,7 +372,7 @@ def test_string_arrays(tmp_path: Path, array: np.ndarray, text: str) -> None:
     path = tmp_path / "str.npy"
     np.save(path, array)
     value = read_fx_value(path)
-    assert value.kind is FxValueKind.STRING
+    assert value.kind is TensorKind.STRING
     assert value.text == text
     np.testing.assert_array_equal(np.asarray(value.array), array)
 
@@ -382,15 +381,15 @@ def test_string_arrays(tmp_path: Path, array: np.ndarray, text: str) -> None:
 @pytest.mark.parametrize(
     ("array", "kind", "text"),
     [
-        (np.array(None), FxValueKind.NONE, "None"),
-        (np.array(4, dtype=object), FxValueKind.SCALAR, "4"),
-        (np.array(0.25, dtype=object), FxValueKind.SCALAR, "0.25"),
-        (np.array(False, dtype=object), FxValueKind.SCALAR, "False"),
-        (np.array("axis", dtype=object), FxValueKind.STRING, "axis"),
-        (np.array([1, None], dtype=object), FxValueKind.OBJECT, "[1, None]"),
-        (np.array([None, None, None], dtype=object), FxValueKind.OBJECT, "[None, None, None]"),
-        (np.array({"k": (1, "v")}, dtype=object), FxValueKind.OBJECT, "{'k': (1, 'v')}"),
-        (np.array([[1, None], [2, "x"]], dtype=object), FxValueKind.OBJECT, "shape (2, 2): [1, None, 2, 'x']"),
+        (np.array(None), TensorKind.NONE, "None"),
+        (np.array(4, dtype=object), TensorKind.SCALAR, "4"),
+        (np.array(0.25, dtype=object), TensorKind.SCALAR, "0.25"),
+        (np.array(False, dtype=object), TensorKind.SCALAR, "False"),
+        (np.array("axis", dtype=object), TensorKind.STRING, "axis"),
+        (np.array([1, None], dtype=object), TensorKind.OBJECT, "[1, None]"),
+        (np.array([None, None, None], dtype=object), TensorKind.OBJECT, "[None, None, None]"),
+        (np.array({"k": (1, "v")}, dtype=object), TensorKind.OBJECT, "{'k': (1, 'v')}"),
+        (np.array([[1, None], [2, "x"]], dtype=object), TensorKind.OBJECT, "shape (2, 2): [1, None, 2, 'x']"),
     ],
 )
 def test_object_arrays_are_described_without_unpickling(tmp_path: Path, protocol, array, kind, text) -> None:
@@ -399,7 +398,7 @@ def test_object_arrays_are_described_without_unpickling(tmp_path: Path, protocol
     assert npy_completeness(path) is Completeness.COMPLETE
     value = read_fx_value(path)
     assert (value.kind, value.text) == (kind, text)
-    if kind is FxValueKind.SCALAR:
+    if kind is TensorKind.SCALAR:
         assert value.array.shape == () and value.array.item() == array.item()
     else:
         assert value.array is None
@@ -416,7 +415,7 @@ def test_malicious_pickle_is_classified_without_running_it(tmp_path: Path, wrap:
 
     assert npy_completeness(path) is Completeness.COMPLETE
     value = read_fx_value(path)
-    assert value.kind is FxValueKind.OBJECT and value.array is None
+    assert value.kind is TensorKind.OBJECT and value.array is None
     assert "io.open(" in value.text  # the description names the call the pickle would have made
     assert not marker.exists()
 
@@ -430,7 +429,7 @@ def test_global_reference_is_named(tmp_path: Path) -> None:
     path = tmp_path / "g.npy"
     np.save(path, np.array(np.float16, dtype=object), allow_pickle=True)
     value = read_fx_value(path)
-    assert value.kind is FxValueKind.OBJECT
+    assert value.kind is TensorKind.OBJECT
     assert value.text == "numpy.float16"
 
 
