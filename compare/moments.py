@@ -11,7 +11,8 @@ map inf/NaN codes to large finite numbers), and the caller then takes an exact s
 - `COMPILED`: one fused loop per chunk, compiled by numba: each element is read once (~13 µs per 256 KiB float32
   chunk instead of ~56 µs), so the daemon, which summarizes everything it sees, runs 2-3 times faster. Costs
   ~0.4 s to import numba, ~2 s to compile once (then cached on disk: next to this file, numba's per-user cache
-  or `NUMBA_CACHE_DIR`; in memory where none is writable) and ~110 MB of memory per process.
+  or `NUMBA_CACHE_DIR`; in memory where none is writable) and ~110 MB of memory per process. Where numba cannot
+  load, it does the numpy engine's work, with a warning.
 
 Both take the extremes from the element *codes* (the bits read as signed and as unsigned integers): IEEE floats
 are sign + magnitude, so the largest unsigned code is the most negative value whenever any value has its sign bit
@@ -23,12 +24,15 @@ across blocks: a block's error is that of ~32 float32 additions per SIMD lane.
 
 from __future__ import annotations
 
+import logging
 import math
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 Moments = tuple[float, float, float, float]  # min, max, sum, sum of squares
 
@@ -111,17 +115,29 @@ def _compile(kernel: Callable) -> Callable:
 
 
 class _Kernel:
-    """A kernel compiled on its first call."""
+    """A kernel compiled on its first call; where numba cannot compile it (not installed, or built for another
+    numpy), the numpy function that computes the same moments, with one warning: slower, but nothing is lost."""
 
-    def __init__(self, python: Callable) -> None:
+    def __init__(self, python: Callable, fallback: Callable[[np.ndarray], Moments]) -> None:
         self._python = python
-        self._compiled = None
+        self._fallback = fallback
+        self._compiled: Optional[Callable[[np.ndarray], Moments]] = None
         self.__doc__ = python.__doc__
 
     def __call__(self, chunk: np.ndarray) -> Moments:
         if self._compiled is None:
-            self._compiled = _compile(self._python)
+            self._compiled = self._load(chunk)
         return self._compiled(chunk)
+
+    def _load(self, chunk: np.ndarray) -> Callable[[np.ndarray], Moments]:
+        try:
+            compiled = _compile(self._python)
+            compiled(chunk)  # compiles (or loads from the cache) for this chunk's types
+            return compiled
+        except Exception as exc:
+            log.warning("compiled summary loops unavailable (%s: %s); summarizing with numpy, 2-3x slower",
+                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")  # fmt: skip
+            return self._fallback
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -178,7 +194,13 @@ class Engine:
 # numpy's float16 path is limited by per-call overhead, not memory traffic: bigger chunks (measured: 1.2 GB/s at
 # 64K elements, 1.5 GB/s at 256K on x86 with a 512 KiB L2 per core)
 NUMPY = Engine("numpy", numpy_moments, _numpy_float16_moments, 1 << 18, reads_unaligned=False)
-COMPILED = Engine("compiled", _Kernel(_float32_moments), _Kernel(_float16_moments), 1 << 17, reads_unaligned=True)
+COMPILED = Engine(
+    "compiled",
+    _Kernel(_float32_moments, fallback=numpy_moments),
+    _Kernel(_float16_moments, fallback=_numpy_float16_moments),
+    1 << 17,
+    reads_unaligned=True,
+)
 
 
 def warm(engine: Engine) -> None:

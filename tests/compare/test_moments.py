@@ -83,3 +83,22 @@ def test_compiled_loops_compile_in_memory_when_no_cache_directory_is_writable(tm
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["(-1.0,", "5.0,", "6.0,", "30.0)", "(-1.0,", "5.0,", "6.0,", "30.0)"]
     assert not list(Path(module_dir).glob("*.nbi"))
+    assert "summarizing with numpy" not in result.stderr  # compiled, not the numpy fallback
+
+
+def test_compiled_engine_falls_back_to_numpy_when_numba_cannot_load():
+    """numba missing or broken (e.g. built for another numpy): the daemon keeps summarizing, with numpy, and says
+    so once."""
+    code = (
+        "import logging, sys; sys.modules['numba'] = None; logging.basicConfig()\n"
+        "import numpy as np\n"
+        "from tcmp.compare.moments import COMPILED, NUMPY\n"
+        "values = np.array([2, -1, 5], np.float32)\n"
+        "assert COMPILED.float32(values) == NUMPY.float32(values) == (-1.0, 5.0, 6.0, 30.0)\n"
+        "codes = values.astype(np.float16).view(np.int16)\n"
+        "assert COMPILED.float16(codes) == NUMPY.float16(codes) and COMPILED.float16(codes) == NUMPY.float16(codes)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "summarizing with numpy" in line]
+    assert len(warnings) == 2 and "ModuleNotFoundError" in warnings[0]  # one per kernel, not one per chunk
