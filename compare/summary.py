@@ -194,6 +194,8 @@ def summarize(array: np.ndarray, *, with_crc: bool = True, engine: Engine = NUMP
     """Summary of one tensor in its own dtype (see the module docstring). Complex tensors are summarized by
     magnitude; raw byte payloads should not be passed (their summary has no meaning)."""
     array = np.asarray(array)
+    if array.dtype.byteorder == ">":  # a big-endian .npy: its values, in the byte order the canonical bytes use
+        array = array.astype(array.dtype.newbyteorder("<"))
     flat = array.reshape(-1)  # C order, as the canonical bytes
     running = _RunningCrc() if with_crc and flat.dtype in _OWN_BYTES_CANONICAL else None
     crc = crc32_of(array) if with_crc and running is None else None

@@ -36,7 +36,7 @@ def reference(array: np.ndarray):
     finite = values[np.isfinite(values)]
     not_nan = values[~np.isnan(values)]
     widened = array.astype(np.float32) if array.dtype.type.__module__.startswith("ml_dtypes") else array
-    crc = zlib.crc32(np.ascontiguousarray(widened).tobytes())
+    crc = zlib.crc32(np.ascontiguousarray(widened, dtype=widened.dtype.newbyteorder("<")).tobytes())  # little-endian
     return values, finite, not_nan, crc
 
 
@@ -179,3 +179,11 @@ def test_float32_tiny_and_huge_values(engine):
         assert_matches(values, engine)
         expected = math.sqrt(float(np.dot(values.astype(np.float64), values.astype(np.float64))))
         assert summarize(values, engine=engine).l2norm == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["f2", "f4", "f8", "i4"])
+def test_big_endian_arrays_summarize_as_their_values(dtype, engine):
+    values = (np.random.default_rng(14).standard_normal(CHUNK + 9) * 100).astype("<" + dtype)
+    big = values.astype(">" + dtype)
+    assert repr(summarize(big, engine=engine)) == repr(summarize(values, engine=engine))
+    assert_matches(big, engine)
