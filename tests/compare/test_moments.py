@@ -47,7 +47,7 @@ def test_moments_match_float64_reductions(dtype, sign, size, engine):
     exact = values.astype(np.float64)
     assert (low, high) == (exact.min(), exact.max())
     assert abs(total - exact.sum()) <= 1e-6 * np.abs(exact).sum()
-    assert squares == pytest.approx(np.dot(exact, exact), rel=2e-6 if engine is COMPILED else 1e-5)
+    assert squares == pytest.approx(np.dot(exact, exact), rel=2e-6 if engine is COMPILED else 1e-4)
 
 
 def test_float16_inf_and_nan_codes_give_a_nan_sum(engine):

@@ -17,10 +17,10 @@ from tcmp.compare.moments import COMPILED, NUMPY
 from tcmp.compare.summary import CHUNK, summarize
 
 F16_CHUNK = max(NUMPY.float16_chunk, COMPILED.float16_chunk)
-# squares are summed in float32: by numpy's BLAS dot over a whole chunk (several lanes of ~1k terms, ~1e-5
-# relative worst case), or by the compiled loop within blocks of 1024 elements (32 SIMD partial sums of ~32 terms,
-# ~2e-6) and in float64 across blocks; sqrt halves the error
-L2_TOLERANCE = {NUMPY: 1e-5, COMPILED: 2e-6}
+# squares are summed in float32: by numpy's BLAS dot over a whole chunk (a few lanes of up to thousands of
+# terms: 1.4e-5 relative seen in 3,000 random arrays), or by the compiled loop within blocks of 1024 elements
+# (32 SIMD partial sums of ~32 terms: 4.7e-7 seen) and in float64 across blocks; hypothesis hunts for the worst
+L2_TOLERANCE = {NUMPY: 1e-4, COMPILED: 5e-6}
 
 
 @pytest.fixture(params=[NUMPY, COMPILED], ids=lambda engine: engine.name, scope="module")  # module: hypothesis
