@@ -3,8 +3,11 @@ process pool, so the results survive pickling)."""
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import zlib
+from concurrent.futures import Future
 
 import numpy as np
 from daemon_testlib import crc, fx_path, npy_bytes, write_fx
@@ -112,3 +115,30 @@ def test_the_process_pool_returns_the_same_results(root):
             assert pool.submit_files(paths).result(timeout=60) == tuple(in_process)
         finally:
             pool.shutdown()
+
+
+def test_warm_up_reports_ready_failed_or_nothing_when_stopped_first(monkeypatch, caplog):
+    """The warm-up thread logs "workers ready" or the start-up error, and stays quiet (no traceback) when the
+    daemon stopped before its workers were up."""
+    raised: list = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    caplog.set_level(logging.INFO, logger="tcmp.daemon.convert")
+    for outcome in ("ready", "failed", "cancelled"):
+        pool = WorkerPool(0)
+        future: Future = Future()
+        monkeypatch.setattr(pool._files, "submit", lambda *args, future=future: future)
+        pool.warm_up()
+        thread = next(t for t in threading.enumerate() if t.name == "tcmp-warm-up")  # waiting for the future
+        if outcome == "ready":
+            future.set_result(None)
+        elif outcome == "failed":
+            future.set_exception(ImportError("no numpy here"))
+        else:  # as an executor shutting down does: cancel, then notify whoever waits
+            future.cancel()
+            future.set_running_or_notify_cancel()
+        thread.join(timeout=10)
+        assert not thread.is_alive(), outcome
+        pool.shutdown()
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0].startswith("workers ready (1) after") and "no numpy here" in messages[1]
+    assert len(messages) == 2 and not raised
