@@ -126,18 +126,21 @@ class _Kernel:
 
     def __call__(self, chunk: np.ndarray) -> Moments:
         if self._compiled is None:
-            self._compiled = self._load(chunk)
+            return self._first_call(chunk)
         return self._compiled(chunk)
 
-    def _load(self, chunk: np.ndarray) -> Callable[[np.ndarray], Moments]:
+    def _first_call(self, chunk: np.ndarray) -> Moments:
+        """Compile (or load from the cache) for this chunk's types while computing its moments."""
         try:
             compiled = _compile(self._python)
-            compiled(chunk)  # compiles (or loads from the cache) for this chunk's types
-            return compiled
+            moments = compiled(chunk)
         except Exception as exc:
             log.warning("compiled summary loops unavailable (%s: %s); summarizing with numpy, 2-3x slower",
                         type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")  # fmt: skip
-            return self._fallback
+            self._compiled = self._fallback
+            return self._fallback(chunk)
+        self._compiled = compiled
+        return moments
 
 
 # ---------------------------------------------------------------------------------------------------------------
