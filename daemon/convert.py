@@ -210,7 +210,7 @@ class WorkerPool:
             done, _ = concurrent.futures.wait(futures)
             if any(f.cancelled() for f in done):  # stopped before the workers were up: nothing to report
                 return
-            failed = [f.exception() for f in done if f.exception() is not None]
+            failed = [exc for exc in (f.exception() for f in done) if exc is not None]
             if failed:  # the first file will show the same problem, with its path
                 log.warning("a worker failed to start: %s", failed[0])
             else:
