@@ -28,6 +28,7 @@ from .metrics import (
     TensorMetrics,
     compare_prepared,
     crc_hex,
+    fused_metrics,
     squeezed,
     statistics_metrics,
     tensor_metrics,
@@ -151,7 +152,11 @@ class TensorLoader:
         hit = self._recall(self._memo, memo_key)
         if hit is not None and np.array_equal(hit[0], payload):  # the CRC only finds candidates
             return hit[1]
-        try:
+        result = fused_metrics(npu.array, bench.array)
+        if result is not None:
+            self._remember(self._memo, memo_key, (payload, result), 64, payload.nbytes)
+            return result
+        try:  # numpy: the bench side is prepared once for all the pairs it is in
             prepared_bench = None if bench_rounded else self._recall(self._prepared, bench_key)
             if prepared_bench is None:
                 prepared_bench = Prepared(bench.array)

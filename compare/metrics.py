@@ -19,10 +19,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
 
+import ml_dtypes
 import numpy as np
 
 from tcmp.schemas.dtypes import to_float32
 from tcmp.schemas.records import Summary
+
+try:
+    from . import _fused  # the compiled pair loop (_fused.c)
+except ImportError:  # installed without a C compiler: numpy computes the same numbers, several times slower
+    _fused = None
 
 
 class _NotAvailable:
@@ -180,8 +186,25 @@ class Prepared:
         return self._zeros[dtype]
 
 
+@dataclass(frozen=True)
+class PairSums:
+    """What every tensor-mode cell is made of, from one pass over a pair (the compiled loop) or from numpy."""
+
+    npu_squares: float
+    bench_squares: float
+    dot: float
+    max_abs: float  # max |npu - bench|, in float64
+    diff_squares: float
+    max_rel: float  # relative errors in msprobe's result type, with its ε substitution where bench == 0
+    below_one: int  # relative errors below 0.001 (compared in that type)
+    below_five: int
+
+
 def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
     """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio."""
+    fused = fused_metrics(npu, bench)
+    if fused is not None:
+        return fused
     try:
         n, b = Prepared(npu), Prepared(bench)
     except TypeError:
@@ -189,45 +212,104 @@ def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
     return compare_prepared(n, b)
 
 
-def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
-    """`tensor_metrics` on prepared sides (one float64 copy per tensor, BLAS dots, in-place relative errors:
-    the compare runs this on every pair of a dump)."""
-    messages: list[str] = []
-    if squeezed(n.shape) != squeezed(b.shape):
+def _mismatch(n_shape, b_shape, size: int, n_dtype: np.dtype, b_dtype: np.dtype, messages: list[str]):
+    """The metrics of a pair that cannot be compared (shapes, empty), else None; notes a dtype difference."""
+    if squeezed(n_shape) != squeezed(b_shape):
         return _all_na(
-            [f"Shape of NPU {list(n.shape)} and bench {list(b.shape)} tensor do not match."], shape_mismatch=True
+            [f"Shape of NPU {list(n_shape)} and bench {list(b_shape)} tensor do not match."], shape_mismatch=True
         )
-    if n.flat.size == 0:
+    if size == 0:
         return TensorMetrics(NA, NA, NA, NA, NA, NA, ("This is empty data on both sides, nothing to compare.",))
-    if n.original_dtype != b.original_dtype:
-        messages.append(
-            f"Dtype of NPU ({n.original_dtype}) and bench ({b.original_dtype}) tensor do not match; "
-            "compared after casting."
-        )
+    if n_dtype != b_dtype:
+        messages.append(f"Dtype of NPU ({n_dtype}) and bench ({b_dtype}) tensor do not match; compared after casting.")
+    return None
+
+
+# The element types the compiled loop reads (native byte order), by its codes.
+_FUSED_KINDS = {
+    np.dtype(np.float16): 0,
+    np.dtype(ml_dtypes.bfloat16): 1,
+    np.dtype(np.float32): 2,
+    np.dtype(np.float64): 3,
+}
+
+
+def fused_loop_built() -> bool:
+    return _fused is not None
+
+
+def _flat_bytes(array: np.ndarray) -> np.ndarray:
+    """The array's bytes, contiguous and aligned to its element size, without a copy where they already are."""
+    if not (array.flags.c_contiguous and array.flags.aligned):
+        array = np.array(array, order="C")  # a fresh array is aligned
+    return array.reshape(-1).view(np.uint8)
+
+
+def fused_metrics(npu: np.ndarray, bench: np.ndarray) -> Optional[TensorMetrics]:
+    """`tensor_metrics` from one compiled pass over the pair; None where that loop does not apply (not built,
+    other dtypes, NaN/inf: numpy's exact path takes those)."""
+    npu, bench = np.asarray(npu), np.asarray(bench)
+    nk, bk = _FUSED_KINDS.get(npu.dtype), _FUSED_KINDS.get(bench.dtype)
+    if _fused is None or nk is None or bk is None:
+        return None
+    messages: list[str] = []
+    unmatched = _mismatch(npu.shape, bench.shape, npu.size, npu.dtype, bench.dtype, messages)
+    if unmatched is not None:
+        return unmatched
+    n_max, n_min, n_sum, nn, b_max, b_min, b_sum, bb, dot, d_max, d_min, dd, rel, one, five = _fused.pair_sums(
+        _flat_bytes(npu), nk, _flat_bytes(bench), bk
+    )
+    if not (math.isfinite(nn) and math.isfinite(bb)):
+        return None
+    size = npu.size
+    stats = (
+        BasicStats(n_max, n_min, n_sum / size, math.sqrt(nn)),
+        BasicStats(b_max, b_min, b_sum / size, math.sqrt(bb)),
+    )
+    return _from_sums(PairSums(nn, bb, dot, max(d_max, -d_min), dd, rel, one, five), size, messages, stats)
+
+
+def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
+    """`tensor_metrics` with numpy, on prepared sides (one float64 copy per tensor, BLAS dots, in-place relative
+    errors), for what the compiled loop does not take."""
+    messages: list[str] = []
+    unmatched = _mismatch(n.shape, b.shape, n.flat.size, n.original_dtype, b.original_dtype, messages)
+    if unmatched is not None:
+        return unmatched
     rt = _relative_type(n.flat.dtype, b.flat.dtype)
-    n64, b64, nn, bb = n.f64, b.f64, n.squares, b.squares
-    stats = (n.stats, b.stats) if n.finite and b.finite else None
-    if stats is None:  # NaN/inf somewhere (rare): the slow, exact path
-        cleaned = _zero_matched_nan_inf(n.flat, b.flat, messages)
-        if cleaned is None:
-            return _all_na(messages, nan_inf_mismatch=True)
-        n64, b64 = (c.astype(np.float64, copy=False) for c in cleaned)
-        nn, bb = float(np.dot(n64, n64)), float(np.dot(b64, b64))
-        b_rt = b64.astype(rt, copy=False)
-        rel = _relative_errors(n64.astype(rt, copy=False), b_rt, b_rt == 0)
-    else:
+    if n.finite and b.finite:
         rel = _relative_errors(n.as_type(rt), b.as_type(rt), b.zeros(rt))
+        sums = _numpy_sums(n.f64, b.f64, n.squares, b.squares, rel)
+        return _from_sums(sums, rel.size, messages, (n.stats, b.stats))
+    # NaN/inf somewhere (rare): the slow, exact path
+    cleaned = _zero_matched_nan_inf(n.flat, b.flat, messages)
+    if cleaned is None:
+        return _all_na(messages, nan_inf_mismatch=True)
+    n64, b64 = (c.astype(np.float64, copy=False) for c in cleaned)
+    b_rt = b64.astype(rt, copy=False)
+    rel = _relative_errors(n64.astype(rt, copy=False), b_rt, b_rt == 0)
+    sums = _numpy_sums(n64, b64, float(np.dot(n64, n64)), float(np.dot(b64, b64)), rel)
+    return _from_sums(sums, rel.size, messages, None)
+
+
+def _numpy_sums(n64: np.ndarray, b64: np.ndarray, nn: float, bb: float, rel: np.ndarray) -> PairSums:
     diff = n64 - b64
-    max_abs = fmt(max(float(diff.max()), -float(diff.min())))
-    max_rel = fmt(float(rel.max()))
-    size = rel.size
-    one = fmt(float(np.count_nonzero(rel < ONE_THOUSANDTH)) / size)
-    five = fmt(float(np.count_nonzero(rel < FIVE_THOUSANDTHS)) / size)
+    return PairSums(
+        nn, bb, float(np.dot(n64, b64)), max(float(diff.max()), -float(diff.min())), float(np.dot(diff, diff)),
+        float(rel.max()), int(np.count_nonzero(rel < ONE_THOUSANDTH)), int(np.count_nonzero(rel < FIVE_THOUSANDTHS)),
+    )  # fmt: skip
+
+
+def _from_sums(
+    s: PairSums, size: int, messages: list[str], stats: Optional[tuple[BasicStats, BasicStats]]
+) -> TensorMetrics:
+    max_abs, max_rel = fmt(s.max_abs), fmt(s.max_rel)
     if size == 1:
         messages.append("Single element: Cosine, EucDist and the error ratios are not computed.")
         return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, tuple(messages), stats=stats)
-    euc = math.sqrt(float(np.dot(diff, diff)))
-    cosine, both_zero = _cosine(n64, b64, nn, bb, messages)
+    one, five = fmt(s.below_one / size), fmt(s.below_five / size)
+    cosine, both_zero = _cosine(s.dot, s.npu_squares, s.bench_squares, messages)
+    euc = math.sqrt(s.diff_squares)
     return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages), both_zero=both_zero, stats=stats)
 
 
@@ -246,7 +328,7 @@ def _relative_errors(n: np.ndarray, b: np.ndarray, zero: Optional[np.ndarray]) -
     return rel
 
 
-def _cosine(n: np.ndarray, b: np.ndarray, nn: float, bb: float, messages: list[str]) -> tuple[Cell, bool]:
+def _cosine(dot: float, nn: float, bb: float, messages: list[str]) -> tuple[Cell, bool]:
     n_norm, b_norm = math.sqrt(nn), math.sqrt(bb)
     if n_norm <= _EPS64 and b_norm <= _EPS64:
         return 1.0, True
@@ -256,7 +338,7 @@ def _cosine(n: np.ndarray, b: np.ndarray, nn: float, bb: float, messages: list[s
     if b_norm <= _EPS64:
         messages.append("Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.")
         return math.nan, False
-    value = float(np.dot(n, b)) / (n_norm * b_norm)
+    value = dot / (n_norm * b_norm)
     if math.isnan(value):
         messages.append("Cannot compare by Cosine Similarity, the dump data has NaN.")
         return math.nan, False

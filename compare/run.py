@@ -27,7 +27,7 @@ from .evaluate import TensorLoader, evaluate
 from .executions import fx_calls, ge_executions
 from .fusion import GraphView
 from .match import match_token
-from .metrics import NA, Mode
+from .metrics import NA, Mode, fused_loop_built
 from .records import Role, Row, Unmatched, UnmatchedKind
 from .table import row_cells
 from .verdict import Colour, Result, Thresholds, colour, magnitude_jump
@@ -318,13 +318,8 @@ def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions, keep
         for unit in units:
             yield _compare_unit(unit, mode, options.thresholds, keep_rows)
         return
-    import multiprocessing
-
     one_blas_thread()  # per worker: the workers are the parallelism
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        context.set_forkserver_preload([__name__])  # workers start with numpy & co. loaded, sharing those pages
+    context = _worker_context()
     with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=context) as pool:
         pending = []
         for unit in units:
@@ -333,6 +328,22 @@ def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions, keep
                 yield pending.pop(0).result()
         for future in pending:
             yield future.result()
+
+
+def _worker_context():
+    """The start method of the compare's workers: a fork server that has imported this module (numpy & co.), so
+    each worker starts in milliseconds and shares those pages; spawn where there is no fork server. Called once
+    before the dumps are collected, the server's imports overlap with the collect."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    from multiprocessing import forkserver
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    forkserver.ensure_running()  # returns at once; the server imports in the background
+    return context
 
 
 def _op_key(row: Row) -> tuple:
@@ -470,6 +481,8 @@ def run_compare(
     """
     from .report import ReportSet  # report builds on this module's records
 
+    if options.jobs > 1:
+        _worker_context()
     inputs = collect(
         options.target, options.golden, rank=options.rank, target_run=options.target_run,
         golden_run=options.golden_run, fx_token_base=options.fx_token_base,
@@ -500,7 +513,12 @@ def run_compare(
             if progress:
                 progress(done, len(units))
         ranks = tuple(acc.result() for acc in accumulators.values())
-        result = CompareResult(options, inputs.golden_kind, mode, reason, ranks, inputs.notes)
+        notes = inputs.notes
+        if mode is Mode.TENSOR and not fused_loop_built():
+            notes += (
+                "compiled pair loop tcmp.compare._fused not built (no C compiler at install): numpy metrics, slower",
+            )
+        result = CompareResult(options, inputs.golden_kind, mode, reason, ranks, notes)
         if reports is not None:
             written = reports.finish(result)
             result = replace(result, ranks=tuple(replace(r, report=written.get(r.rank)) for r in ranks))

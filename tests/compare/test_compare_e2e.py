@@ -7,11 +7,13 @@ the first faulty op in execution order; every target op execution is either in t
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections import defaultdict
 
 import pytest
 
+from tcmp.compare import metrics
 from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.verdict import Result
@@ -102,6 +104,22 @@ def test_ge_vs_fx_every_layout_era(fx_scenarios, era):
     assert result.golden_kind.value == "fx" and result.mode.value == "tensor"
     assert sorted({r.pair.token for rank in result.ranks for r in rank.rows}) == [0, 1]  # 0-based in every era
     check_against_manifest(scenario, result)
+
+
+def test_without_the_compiled_loop_rows_are_the_same_and_a_note_says_so(fx_scenarios, monkeypatch):
+    scenario = fx_scenarios[FxEra.RANKED]
+    compiled, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    monkeypatch.setattr(metrics, "_fused", None)
+    plain, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    assert not any("_fused" in n for n in compiled.notes) and any("_fused not built" in n for n in plain.notes)
+    check_against_manifest(scenario, plain)
+    rows = [[r for rank in result.ranks for r in rank.rows] for result in (compiled, plain)]
+    assert len(rows[0]) == len(rows[1])
+    for a, b in zip(*rows):
+        assert a.result == b.result and (a.tensor is None) == (b.tensor is None)
+        for x, y in zip(a.tensor.cells if a.tensor else (), b.tensor.cells if b.tensor else ()):
+            same = x is y or (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=1e-9, abs=1e-12)
+            assert same, (a.pair, x, y)
 
 
 def test_ge_vs_fusion_off_ge(fx_scenarios):

@@ -1,25 +1,43 @@
 """Tensor-mode metrics against the worked examples of msprobe-compare-semantics.md §7.1, with tcmp's cell
 vocabulary (compare-decisions.md). Every expected number is recomputed here from the formulas written out in the
 spec (float64 cosine/EucDist/MaxAbsErr; relative errors in msprobe's result type with its ε substitution; 12-decimal
-rounding, cosine to 6 decimals above 0.9999), and checked against the value the spec table prints."""
+rounding, cosine to 6 decimals above 0.9999), and checked against the value the spec table prints.
+
+Every test here runs twice: with the compiled pair loop (compare/_fused.c) and with the numpy path that stands in
+where that extension is not built."""
 
 from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcmp.compare.metrics import NA, StatDiff, statistics_metrics, tensor_metrics
+from tcmp.compare import metrics
+from tcmp.compare.metrics import NA, StatDiff, fused_metrics, statistics_metrics, tensor_metrics
 from tcmp.compare.verdict import Colour, Result, Thresholds, colour, judge_statistics, judge_tensor, magnitude_jump
 from tcmp.schemas.records import Summary
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def engine(request, monkeypatch) -> str:
+    if request.param == "compiled":
+        # the dev install builds the extension: a silent fallback would leave the compiled loop untested
+        assert metrics._fused is not None, "tcmp.compare._fused is not built (pip install -e . needs a C compiler)"
+    else:
+        monkeypatch.setattr(metrics, "_fused", None)
+    return request.param
 
 
 def spec_metrics(npu, bench):
     """The §1.2 formulas, written out independently of tcmp.compare.metrics."""
     n, b = np.asarray(npu), np.asarray(bench)
+    # bfloat16 is widened to float32 exactly (its bits are the top half of a float32's), then treated as float32
+    n, b = (x.view(np.uint16).astype(np.uint32) << 16 if x.dtype == ml_dtypes.bfloat16 else x for x in (n, b))
+    n, b = (x.view(np.float32) if x.dtype == np.uint32 else x for x in (n, b))
     n64, b64 = n.astype(np.float64).ravel(), b.astype(np.float64).ravel()
     cos = float(n64 @ b64 / (np.linalg.norm(n64) * np.linalg.norm(b64)))
     cos = float(f"{cos:.12f}")
@@ -209,20 +227,25 @@ def test_magnitude_rule():
     assert colour(Result.PASS, True, False, False) is Colour.GREEN
 
 
+_DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64, np.int32]
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    dtype=st.sampled_from([np.float16, np.float32, np.float64, np.int32]),
-    size=st.integers(min_value=2, max_value=300),
+    dtype=st.sampled_from(_DTYPES),
+    bench_dtype=st.one_of(st.none(), st.sampled_from(_DTYPES)),  # None: the same as the NPU's
+    size=st.integers(min_value=2, max_value=5000),  # past the compiled loop's 2,048-element blocks
+    scale=st.sampled_from([1e-6, 1.0, 10.0, 1e4]),  # fp16 subnormals to near its max (65504)
     zeros=st.floats(min_value=0.0, max_value=0.5),
     seed=st.integers(min_value=0, max_value=2**32 - 1),
 )
-def test_property_fast_metrics_equal_the_spec_formulas(dtype, size, zeros, seed):
+def test_property_fast_metrics_equal_the_spec_formulas(dtype, bench_dtype, size, scale, zeros, seed):
     rng = np.random.default_rng(seed)
-    bench = rng.standard_normal(size) * 10
+    bench = np.clip(rng.standard_normal(size), -6, 6) * scale
     npu = bench * (1 + rng.uniform(-0.02, 0.02, size))
     bench[rng.random(size) < zeros] = 0
     npu[rng.random(size) < zeros / 2] = 0
-    npu, bench = npu.astype(dtype), bench.astype(dtype)
+    npu, bench = npu.astype(dtype), bench.astype(bench_dtype or dtype)
     if not np.any(npu) or not np.any(bench):
         return  # the all-zero cases are worked examples above
     expected = spec_metrics(npu, bench)
@@ -231,5 +254,43 @@ def test_property_fast_metrics_equal_the_spec_formulas(dtype, size, zeros, seed)
     want = tuple(expected[k] for k in ("cosine", "euc", "max_abs", "max_rel", "one", "five"))
     assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
     n_stats, b_stats = m.stats
-    assert (n_stats.max, n_stats.min) == (float(npu.max()), float(npu.min()))
-    assert b_stats.l2norm == pytest.approx(float(np.linalg.norm(bench.astype(np.float64))), rel=1e-12)
+    n64, b64 = npu.astype(np.float64), bench.astype(np.float64)  # ml_dtypes widens bfloat16 exactly
+    assert (n_stats.max, n_stats.min) == (float(n64.max()), float(n64.min()))
+    assert n_stats.mean == pytest.approx(float(n64.mean()), rel=1e-12, abs=1e-300)
+    assert b_stats.l2norm == pytest.approx(float(np.linalg.norm(b64)), rel=1e-12)
+
+
+def test_every_float16_and_bfloat16_value_is_widened_exactly(engine):
+    """Each finite 16-bit pattern (subnormals, ±0, the largest values) against numpy's exact float32 widening:
+    any difference would show in MaxAbsErr."""
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        values = np.arange(1 << 16, dtype=np.uint16).view(dtype)
+        values = values[np.isfinite(values.astype(np.float32))]
+        widened = values.astype(np.float32)
+        m = tensor_metrics(values, widened)
+        if engine == "compiled":  # and not numpy's path, which takes over wherever the loop sees a NaN or inf
+            assert fused_metrics(values, widened) == m
+        assert m.max_abs_err == 0.0 and m.euc_dist == 0.0
+        assert m.stats[0].max == float(widened.max()) and m.stats[0].min == float(widened.min())
+
+
+def test_compiled_loop_takes_unaligned_and_strided_arrays(engine):
+    rng = np.random.default_rng(7)
+    bench = rng.standard_normal(3000).astype(np.float32)
+    npu = (bench * 1.002).astype(np.float32)
+    expected = tensor_metrics(npu.copy(), bench.copy())
+    unaligned = np.frombuffer(b"\0" + npu.tobytes(), dtype=np.float32, offset=1)  # as a GE payload may sit
+    assert not unaligned.flags.aligned
+    strided = np.repeat(bench, 2)[::2]
+    assert tensor_metrics(unaligned, strided) == expected
+
+
+def test_compiled_loop_leaves_nan_inf_and_other_dtypes_to_numpy(engine):
+    if engine == "numpy":
+        assert fused_metrics(np.float32([1, 2]), np.float32([1, 2])) is None  # not built: numpy everywhere
+        return
+    assert fused_metrics(np.float32([1, np.nan]), np.float32([1, np.nan])) is None
+    assert fused_metrics(np.float64([1e200, 1]), np.float64([1e200, 1])) is None  # squares overflow float64
+    assert fused_metrics(np.int32([1, 2]), np.int32([1, 2])) is None
+    assert fused_metrics(np.float32([1, 2]).astype(">f4"), np.float32([1, 2])) is None
+    assert fused_metrics(np.float16([1, 2]), np.float16([1, 2])) is not None
