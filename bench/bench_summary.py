@@ -131,7 +131,7 @@ def _rate(work: Callable[[], None], nbytes: int, repeats: int) -> float:
 
 def throughput(directory: Path, files: int, size_mb: int, repeats: int) -> None:
     print(f"\n1. summary throughput, one core, {files} files x {size_mb} MiB per case, warm, median of {repeats}")
-    warm(COMPILED)  # compiled (or loaded from the cache) before anything is timed, as a daemon worker does at start
+    warm(COMPILED)  # as a daemon worker does at start
     header = (
         f"{'case':10s} {'raw GB/s':>9s} {'summary GB/s':>13s} {'ratio':>6s} {'numpy':>6s} {'CRC alone':>10s}"
         f" {'np.load+min+max':>16s} {'x':>6s}  target"

@@ -1,4 +1,4 @@
-/* One pass over a compared pair of float tensors: everything tensor mode's metrics and both sides' stats are
+/* Compiled loops of tcmp: one pass over a compared pair of float tensors: everything tensor mode's metrics and both sides' stats are
  * made of (tcmp.compare.metrics builds the cells from these sums).
  *
  * numpy needs about twenty passes and as many temporaries for the same numbers (widening copies, differences,
@@ -156,6 +156,128 @@ typedef struct {
 RT_LOOPS(float)
 RT_LOOPS(double)
 
+/* ---- one side: the summaries' moments (tcmp.compare.moments, engine COMPILED) --------------------------------
+ *
+ * (min, max, sum, sum of squares) of a chunk of any alignment. The extremes come from the element codes (IEEE
+ * floats are sign + magnitude: the largest unsigned code is the most negative value whenever a sign bit is set,
+ * the largest signed code the largest value whenever a value is non-negative; when all share a sign, the smallest
+ * magnitude is the other extreme), because integer max/min vectorize. Sums are float32 within blocks of
+ * MOMENT_BLOCK elements (so they vectorize) and float64 across blocks. NaN/inf make the sum non-finite (float16:
+ * the sum is set to NaN, since the bit-level widening maps those codes to large finite numbers); the caller then
+ * takes its exact path. */
+#define MOMENT_BLOCK 1024
+
+typedef struct {
+    int32_t signed_max;
+    uint32_t unsigned_max, unsigned_min;
+    double sum, squares;
+} moments_t;
+
+SIMD_CLONES static void float32_moments_loop(const unsigned char *p, Py_ssize_t size, moments_t *m) {
+    int32_t smax = INT32_MIN;
+    uint32_t umax = 0, umin = UINT32_MAX;
+    double total = 0.0, squares = 0.0;
+    for (Py_ssize_t start = 0; start < size; start += MOMENT_BLOCK) {
+        Py_ssize_t end = size - start < MOMENT_BLOCK ? size : start + MOMENT_BLOCK;
+        float bsum = 0.0f, bsq = 0.0f;
+        _Pragma("omp simd reduction(+: bsum, bsq) reduction(max: smax, umax) reduction(min: umin)")
+        for (Py_ssize_t k = start; k < end; k++) {
+            uint32_t code;
+            memcpy(&code, p + 4 * k, 4); /* any alignment */
+            bits32_t v = {code};
+            int32_t scode = (int32_t)code;
+            bsum += v.f;
+            bsq += v.f * v.f;
+            smax = scode > smax ? scode : smax;
+            umax = code > umax ? code : umax;
+            umin = code < umin ? code : umin;
+        }
+        total += bsum;
+        squares += bsq;
+    }
+    m->signed_max = smax, m->unsigned_max = umax, m->unsigned_min = umin, m->sum = total, m->squares = squares;
+}
+
+/* float16 -> float32 by bits, as tcmp.compare.moments' numpy engine: the sign-extended code shifted left by 13,
+ * the sign copies in bits 30..28 cleared, rebiased by 2^112; exact but for inf/NaN codes. */
+static inline float half_code_to_float(int16_t code) {
+    bits32_t v;
+    v.u = ((uint32_t)(int32_t)code << 13) & 0x8FFFFFFFu;
+    return v.f * 0x1.0p+112f;
+}
+
+SIMD_CLONES static void float16_moments_loop(const unsigned char *p, Py_ssize_t size, moments_t *m) {
+    int16_t smax = INT16_MIN;
+    uint16_t umax = 0, umin = UINT16_MAX;
+    double total = 0.0, squares = 0.0;
+    for (Py_ssize_t start = 0; start < size; start += MOMENT_BLOCK) {
+        Py_ssize_t end = size - start < MOMENT_BLOCK ? size : start + MOMENT_BLOCK;
+        float bsum = 0.0f, bsq = 0.0f;
+        _Pragma("omp simd reduction(+: bsum, bsq) reduction(max: smax, umax) reduction(min: umin)")
+        for (Py_ssize_t k = start; k < end; k++) {
+            uint16_t code;
+            memcpy(&code, p + 2 * k, 2);
+            int16_t scode = (int16_t)code;
+            float value = half_code_to_float(scode);
+            bsum += value;
+            bsq += value * value;
+            smax = scode > smax ? scode : smax;
+            umax = code > umax ? code : umax;
+            umin = code < umin ? code : umin;
+        }
+        total += bsum;
+        squares += bsq;
+    }
+    if (umax >= 0xFC00u || smax >= 0x7C00) total = NAN; /* inf or NaN codes */
+    m->signed_max = smax, m->unsigned_max = umax, m->unsigned_min = umin, m->sum = total, m->squares = squares;
+}
+
+static PyObject *moments(PyObject *arg, int half) {
+    Py_buffer v;
+    if (!PyArg_Parse(arg, "y*", &v)) return NULL;
+    Py_ssize_t itemsize = half ? 2 : 4;
+    if (v.len % itemsize) {
+        PyBuffer_Release(&v);
+        return PyErr_Format(PyExc_ValueError, "%zd bytes is not a whole number of elements", v.len);
+    }
+    moments_t m;
+    double low, high;
+    Py_BEGIN_ALLOW_THREADS
+    if (half) {
+        float16_moments_loop(v.buf, v.len / 2, &m);
+        uint16_t umax = (uint16_t)m.unsigned_max, umin = (uint16_t)m.unsigned_min;
+        int16_t smax = (int16_t)m.signed_max;
+        low = half_code_to_float((int16_t)(umax >= 0x8000u ? umax : umin));
+        high = half_code_to_float(smax >= 0 ? smax : (int16_t)umin);
+    } else {
+        float32_moments_loop(v.buf, v.len / 4, &m);
+        bits32_t lo = {m.unsigned_max >= 0x80000000u ? m.unsigned_max : m.unsigned_min};
+        bits32_t hi = {m.signed_max >= 0 ? (uint32_t)m.signed_max : m.unsigned_min};
+        low = lo.f, high = hi.f;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    return Py_BuildValue("(dddd)", low, high, m.sum, m.squares);
+}
+
+static PyObject *float32_moments(PyObject *module, PyObject *arg) {
+    (void)module;
+    return moments(arg, 0);
+}
+
+static PyObject *float16_moments(PyObject *module, PyObject *arg) {
+    (void)module;
+    return moments(arg, 1);
+}
+
+PyDoc_STRVAR(float32_moments_doc,
+             "float32_moments(chunk) -> (min, max, sum, sum of squares) of a float32 buffer of any alignment.");
+PyDoc_STRVAR(float16_moments_doc,
+             "float16_moments(codes) -> (min, max, sum, sum of squares) of a float16 buffer of any alignment;\n"
+             "the sum is NaN when it holds inf or NaN codes.");
+
+/* ---- the module ---------------------------------------------------------------------------------------------- */
+
 PyDoc_STRVAR(pair_sums_doc,
              "pair_sums(npu, npu_kind, bench, bench_kind) -> tuple\n\n"
              "npu and bench: C-contiguous buffers of the same element count, aligned to their element size;\n"
@@ -201,6 +323,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"pair_sums", pair_sums, METH_VARARGS, pair_sums_doc},
+    {"float32_moments", float32_moments, METH_O, float32_moments_doc},
+    {"float16_moments", float16_moments, METH_O, float16_moments_doc},
     {NULL, NULL, 0, NULL},
 };
 

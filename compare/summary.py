@@ -5,8 +5,8 @@ own dtype, except that bf16, float8, HiFloat8, E8M0 and sub-byte types are exact
 bf16 tensor and torchair's FX dump of it (saved as float32) hash the same when their values agree.
 
 Speed matters (the daemon condenses hundreds of GB): tensors are walked in chunks that stay in the L2 cache, and
-each float chunk is reduced to its moments by an `Engine` (`moments.NUMPY`, the default, or `moments.COMPILED`,
-which the daemon uses), float16 and float32 directly, other float types widened to float32 first. Chunk results
+each float chunk is reduced to its moments by an `Engine` (`moments.COMPILED`, the default, or `moments.NUMPY`),
+float16 and float32 directly, other float types widened to float32 first. Chunk results
 are accumulated in Python floats (float64). NaN and inf are never counted per element on the fast path: they make
 the chunk's moments non-finite, and only such chunks take an exact slow pass. The CRC-32 of float16/float32
 tensors is taken chunk by chunk too, while each chunk is in the cache.
@@ -31,7 +31,7 @@ from tcmp.schemas.layout import DumpFile, FileKind
 from tcmp.schemas.records import FileSummary, Summary, TensorKind, TensorSummary
 from tcmp.schemas.stats_files import SummaryTensor, read_fx_min_max_npy, read_ge_min_max_npz, read_stats_csv
 
-from .moments import NUMPY, Engine, numpy_moments
+from .moments import COMPILED, Engine, numpy_moments
 
 try:  # python-isal: the same CRC-32 as zlib, 5x faster
     from isal.isal_zlib import crc32 as _crc32
@@ -56,7 +56,7 @@ class _Accumulator:
     nan: int = 0
     pos_inf: int = 0
     neg_inf: int = 0
-    engine: Engine = NUMPY
+    engine: Engine = COMPILED
 
     def add_finite(self, numel: int, low: float, high: float, total: float, squares: float) -> None:
         """A chunk known to hold finite values only."""
@@ -190,7 +190,7 @@ def crc32_of(array: np.ndarray) -> int:
     return _crc32(memoryview(data).cast("B") if data.size else b"") & 0xFFFFFFFF
 
 
-def summarize(array: np.ndarray, *, with_crc: bool = True, engine: Engine = NUMPY) -> Summary:
+def summarize(array: np.ndarray, *, with_crc: bool = True, engine: Engine = COMPILED) -> Summary:
     """Summary of one tensor in its own dtype (see the module docstring). Complex tensors are summarized by
     magnitude; raw byte payloads should not be passed (their summary has no meaning)."""
     array = np.asarray(array)
@@ -290,7 +290,7 @@ def _fx(file: DumpFile, engine: Engine) -> FileSummary:
     return FileSummary(file.path, name.node, file.timestamp, (tensor,))
 
 
-def summarize_file(file: DumpFile, *, engine: Engine = NUMPY) -> FileSummary:
+def summarize_file(file: DumpFile, *, engine: Engine = COMPILED) -> FileSummary:
     """Summaries of every tensor of one dump file, whatever its kind (raises DumpError subclasses)."""
     if file.kind is FileKind.GE_BINARY:
         return _ge_binary(file, engine)

@@ -15,8 +15,8 @@ def one_blas_thread() -> None:
 
 
 # Summarizing is bound by memory bandwidth and the CRC, ~3-5 GB/s per worker: four outrun any disk a dump is
-# written to. One per core would take 150 MB each (numba's compiled loops) on 192-core NPU hosts, past the
-# service's MemoryMax, and compete with the inference the dump comes from.
+# written to. One per core would start 192 processes on a 192-core NPU host, ~40 MB each, to compete with the
+# inference the dump comes from.
 MAX_DEFAULT_WATCH_WORKERS = 4
 
 

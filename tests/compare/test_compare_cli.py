@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import openpyxl
 import pytest
@@ -120,19 +118,3 @@ def test_data_modes_columns(cli, scenario, tmp_path, mode):
 def test_formula_injection_is_escaped():
     assert text("=SUM(A1)") == "'=SUM(A1)" and text("@x") == "'@x" and text("-x") == "'-x"
     assert text("-1.5") == "-1.5" and text("+3e-4") == "+3e-4" and text("plain") == "plain"
-
-
-@pytest.mark.parametrize("mode", ["tensor", "statistics"])
-def test_compare_never_loads_the_compiled_summary_engine(scenario, tmp_path, mode):
-    """numba costs ~110 MB and ~0.5 s per process: the compare (whose memory has a target) summarizes with
-    numpy, in the main process and in its workers alike."""
-    code = (
-        "import sys; from tcmp.cli import main; sys.argv = ['tcmp'] + sys.argv[1:]\n"
-        "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
-        "print('numba' in sys.modules)"
-    )
-    args = ["compare", "-m", "torchair", "-tp", str(scenario.target), "-gp", str(scenario.golden_fx),
-            "-o", str(tmp_path), "--data-mode", mode, "--jobs", "1"]  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "False"
