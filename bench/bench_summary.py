@@ -7,7 +7,7 @@
    - raw:     every file read start to end with `readinto` of 1 MiB into one reused buffer;
    - summary: `summarize_file(locate(path), engine=COMPILED)`, what a daemon worker does per file (numel, min,
               max, mean, L2, NaN/inf counts and the CRC-32 of every tensor);
-   - numpy:   the same with the numpy engine (what `tcmp compare` uses), for reference;
+   - numpy:   the same with the numpy engine (where the C extension is not built), for reference;
    - CRC alone: the CRC-32 of the file's bytes, 256 KiB at a time, which every summary includes: a bound;
    - appendix (fp16/fp32 .npy only): `np.load` + `min` + `max`, the appendix script's per-file work.
    Cases: GE binary dumps (ND; their payloads sit at arbitrary, unaligned offsets) and FX .npy files, fp16 and
