@@ -9,7 +9,7 @@ import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
@@ -311,39 +311,50 @@ def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
     )
 
 
-def _run_units(units: Sequence[_Unit], mode: Mode, options: CompareOptions, keep_rows: bool) -> Iterator[_UnitResult]:
-    """Unit results in unit order; with jobs > 1 computed by worker processes."""
-    jobs = max(1, options.jobs)
-    if jobs == 1 or len(units) < 2:
+def _start_workers(jobs: int) -> Optional[ProcessPoolExecutor]:
+    """The compare's helper processes: `jobs` - 1 of them, since the main process compares units too (a process
+    fewer: ~75 MB less, and its units are not pickled). They are spawned, and start importing, before the dumps are
+    collected, so their start-up overlaps the collect. None for one job."""
+    if jobs < 2:
+        return None
+    import multiprocessing
+
+    one_blas_thread()  # per process: the processes are the parallelism
+    # spawn, not fork: the main process runs threads (the progress display) by the time units are handed out
+    pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        for _ in range(jobs - 1):
+            pool.submit(os.getpid)  # starts a worker now instead of at the first unit
+    except (OSError, RuntimeError):  # no processes here (sandbox, limits): the main process does everything
+        pool.shutdown(wait=False)
+        return None
+    return pool
+
+
+def _run_units(
+    units: Sequence[_Unit], mode: Mode, options: CompareOptions, keep_rows: bool, pool: Optional[ProcessPoolExecutor]
+) -> Iterator[_UnitResult]:
+    """Unit results in unit order. With a pool, each worker keeps one unit in hand and the main process takes the
+    next unit nobody has; results wait (a few units at most) until those before them are out."""
+    if pool is None or len(units) < 2:
         for unit in units:
             yield _compare_unit(unit, mode, options.thresholds, keep_rows)
         return
-    one_blas_thread()  # per worker: the workers are the parallelism
-    context = _worker_context()
-    with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=context) as pool:
-        pending = []
-        for unit in units:
-            pending.append(pool.submit(_compare_unit, unit, mode, options.thresholds, keep_rows))
-            if len(pending) > jobs:  # a bounded window: results are consumed, not piled up
-                yield pending.pop(0).result()
-        for future in pending:
-            yield future.result()
-
-
-def _worker_context():
-    """The start method of the compare's workers: a fork server that has imported this module (numpy & co.), so
-    each worker starts in milliseconds and shares those pages; spawn where there is no fork server. Called once
-    before the dumps are collected, the server's imports overlap with the collect."""
-    import multiprocessing
-
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    from multiprocessing import forkserver
-
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    forkserver.ensure_running()  # returns at once; the server imports in the background
-    return context
+    workers = max(1, options.jobs - 1)
+    futures: dict[int, Future] = {}
+    done: dict[int, _UnitResult] = {}
+    taken = 0  # units handed out, to a worker or to the main process
+    for emit in range(len(units)):
+        while emit not in done:
+            while sum(not f.done() for f in futures.values()) < workers and taken < len(units):
+                futures[taken] = pool.submit(_compare_unit, units[taken], mode, options.thresholds, keep_rows)
+                taken += 1
+            if emit in futures and (futures[emit].done() or taken == len(units)):
+                done[emit] = futures.pop(emit).result()
+            else:  # every worker busy: the main process compares the next unit itself
+                done[taken] = _compare_unit(units[taken], mode, options.thresholds, keep_rows)
+                taken += 1
+        yield done.pop(emit)
 
 
 def _op_key(row: Row) -> tuple:
@@ -479,10 +490,24 @@ def run_compare(
     Raises CompareError (one line) when it cannot run at all; report files appear only when it completes.
     `keep_rows` keeps every row and unmatched item in the result (for tests and library users; the CLI streams).
     """
+    pool = _start_workers(options.jobs)
+    try:
+        return _run(options, output_dir, highlight, progress, keep_rows, pool)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run(
+    options: CompareOptions,
+    output_dir: Optional[Path],
+    highlight: bool,
+    progress: Optional[Callable[[int, int], None]],
+    keep_rows: bool,
+    pool: Optional[ProcessPoolExecutor],
+) -> tuple[CompareResult, CompareInputs]:
     from .report import ReportSet  # report builds on this module's records
 
-    if options.jobs > 1:
-        _worker_context()
     inputs = collect(
         options.target, options.golden, rank=options.rank, target_run=options.target_run,
         golden_run=options.golden_run, fx_token_base=options.fx_token_base,
@@ -503,7 +528,7 @@ def run_compare(
         remaining: dict[tuple, int] = defaultdict(int)
         for unit in units:
             remaining[(unit.rank, unit.model)] += 1
-        for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options, keep_rows)), start=1):
+        for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options, keep_rows, pool)), start=1):
             accumulators[unit.rank].add_unit(result)
             key = (unit.rank, unit.model)
             seen[key].append(replace(result, cells=(), worst=(), rows=(), unmatched=(), divergence=None))

@@ -20,7 +20,7 @@ from typing import Optional, Union
 import numpy as np
 from numpy.lib import format as npy_format
 
-from tcmp.schemas import MMAP_THRESHOLD
+from tcmp.schemas import MMAP_THRESHOLD, SLOTS
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, NameParseError
 from tcmp.schemas.pickle_scan import (
     PickleScan,
@@ -60,7 +60,7 @@ _FX_FILE_NAME = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class FxFileName:
     node: str  # FX node name, e.g. "mm_1"
     target: str  # str of the op overload, e.g. "aten.mm.default"

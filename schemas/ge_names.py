@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from . import SLOTS
 from .errors import DumpCorrupt, NameParseError
 
 MAPPING_FILE = "mapping.csv"
@@ -45,7 +46,7 @@ class GeNameForm(str, enum.Enum):
     CAPTURE = "capture"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class FftsSlice:
     """The FFTS+ tail: which context/thread slice of the op this file holds."""
 
@@ -54,7 +55,7 @@ class FftsSlice:
     device_id: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class GeFileName:
     op_type: str
     op_name: str

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+from . import SLOTS
 from .errors import DumpError, NameParseError
 from .fx_dump import FxFileName, parse_fx_file_name
 from .ge_names import MAPPING_FILE, GeFileKind, GeFileName, is_hashed_name, read_mapping, resolve_ge_file_name
@@ -66,7 +67,7 @@ _GE_KINDS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class DumpFile:
     """One dump file with everything its path and name say about it.
 

@@ -171,6 +171,17 @@ def test_multi_rank_and_multi_graph(multi_rank):
     assert not result.ranks[0].divergences and result.ranks[1].divergences
 
 
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_worker_processes_write_the_same_reports_in_the_same_order(multi_rank, jobs, tmp_path):
+    """2 ranks x 2 graphs x 2 tokens: 8 units shared between the main process and `jobs` - 1 workers."""
+    one, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, jobs=1), tmp_path / "one")
+    many, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, jobs=jobs), tmp_path / "many")
+    for a, b in zip(one.ranks, many.ranks):
+        assert a.counts == b.counts and a.divergences == b.divergences
+        assert a.report.csv.read_bytes() == b.report.csv.read_bytes()
+        assert a.report.unmatched.read_bytes() == b.report.unmatched.read_bytes()
+
+
 def test_rank_option(multi_rank):
     result, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=1), keep_rows=True)
     assert [r.rank for r in result.ranks] == [1]
