@@ -82,6 +82,11 @@ class TensorLoader:
             self._bytes -= dropped
         return value
 
+    def _remember_for_payload(self, cache: OrderedDict, key, payload: np.ndarray, value) -> None:
+        """Keep `value` with a copy of the payload it was computed from, to check a CRC hit against: a view would
+        keep the whole buffer it lies in (a GE file's data) alive, beyond what the byte budget counts."""
+        self._remember(cache, key, (payload.copy(), value), 64, payload.nbytes)
+
     @staticmethod
     def _recall(cache: OrderedDict, key):
         item = cache.get(key)
@@ -140,7 +145,7 @@ class TensorLoader:
             summary = hit[1]
         else:
             summary = summarize(loaded.array, with_crc=with_crc)
-            self._remember(self._summaries, key, (payload, summary), 64, payload.nbytes)
+            self._remember_for_payload(self._summaries, key, payload, summary)
         return Loaded(loaded.array, summary, loaded.dtype, loaded.shape, loaded.notes)
 
     def metrics(self, pair: Pair, npu: Loaded, bench: Loaded, bench_rounded: bool) -> TensorMetrics:
@@ -154,7 +159,7 @@ class TensorLoader:
             return hit[1]
         result = fused_metrics(npu.array, bench.array)
         if result is not None:
-            self._remember(self._memo, memo_key, (payload, result), 64, payload.nbytes)
+            self._remember_for_payload(self._memo, memo_key, payload, result)
             return result
         try:  # numpy: the bench side is prepared once for all the pairs it is in
             prepared_bench = None if bench_rounded else self._recall(self._prepared, bench_key)
@@ -165,7 +170,7 @@ class TensorLoader:
             result = compare_prepared(Prepared(npu.array), prepared_bench)
         except TypeError:
             result = tensor_metrics(npu.array, bench.array)  # complex: its own message
-        self._remember(self._memo, memo_key, (payload, result), 64, payload.nbytes)
+        self._remember_for_payload(self._memo, memo_key, payload, result)
         return result
 
     def raw(self, ref: TensorRef) -> Loaded:

@@ -26,7 +26,7 @@ from typing import Optional
 from .metrics import Mode
 from .records import Unmatched
 from .run import CompareResult, Divergence, RankResult
-from .table import UNMATCHED_COLUMNS, columns, row_cells, unmatched_cells
+from .table import UNMATCHED_COLUMNS, RenderedRows, columns, row_cells, unmatched_cells
 from .verdict import Colour
 
 PREFIX = "tcmp_compare"
@@ -78,11 +78,11 @@ class RankWriter:
         self._unmatched.writerow(UNMATCHED_COLUMNS)
         self._xlsx = _XlsxStream(self.temp["xlsx"], columns(mode)) if highlight else None
 
-    def add_cells(self, rows: Sequence[tuple[Sequence[str], Colour]]) -> None:
-        """Rendered rows (`tcmp.compare.table.row_cells`) with their colours, in table order."""
-        for cells, colour in rows:
-            self._csv.writerow(cells)
-            if self._xlsx is not None:
+    def add_rows(self, rows: RenderedRows) -> None:
+        """Rendered rows, in table order (the CSV writer's own text: the bytes `csv.writer` would write)."""
+        self._csv_handle.write(rows.csv_text)
+        if self._xlsx is not None:
+            for cells, colour in zip(rows.cells(), rows.colours):
                 self._xlsx.add(cells, colour)
 
     def add_unmatched(self, items: Sequence[Unmatched]) -> None:

@@ -10,6 +10,7 @@ import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
@@ -29,8 +30,8 @@ from .fusion import GraphView
 from .match import match_token
 from .metrics import NA, Mode, fused_loop_built
 from .records import Role, Row, Unmatched, UnmatchedKind
-from .table import row_cells
-from .verdict import Colour, Result, Thresholds, colour, magnitude_jump
+from .table import RenderedRows, render_rows
+from .verdict import Result, Thresholds, colour, magnitude_jump
 
 WORST_ROWS = 10
 
@@ -157,10 +158,10 @@ class _Unit:
 
 @dataclass(frozen=True)
 class _UnitResult:
-    """What a worker sends back: the rows already rendered to cells (strings travel cheaper than records), the
+    """What a worker sends back: the rows already rendered (CSV text travels cheaper than records), the
     counts, its few worst rows and its divergence; the full rows only when they are to be kept."""
 
-    cells: tuple[tuple[tuple[str, ...], Colour], ...]  # in execution order
+    table: RenderedRows  # in execution order
     counts: Counts
     worst: tuple[Row, ...]
     unmatched: tuple[Unmatched, ...]
@@ -170,6 +171,9 @@ class _UnitResult:
     ops_in_rows: int
     divergence: Optional[Divergence]
     rows: tuple[Row, ...] = ()
+
+
+_NO_ROWS = RenderedRows("", ())
 
 
 def _by_token(files: Iterable[DumpFile]) -> dict[int, list[DumpFile]]:
@@ -254,7 +258,7 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
                       kind)
             for e in executions
         )  # fmt: skip
-        return _UnitResult((), Counts(), (), unmatched, frozenset(), (), len(executions), 0, None)
+        return _UnitResult(_NO_ROWS, Counts(), (), unmatched, frozenset(), (), len(executions), 0, None)
     golden: tuple = ()
     if unit.kind is GoldenKind.FX:
         calls = fx_calls(unit.golden_files)
@@ -269,7 +273,7 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
     loader = TensorLoader(headers)
     rows = _with_colours([evaluate(p, mode, thresholds, loader) for p in result.pairs], thresholds)
     return _UnitResult(
-        cells=tuple((tuple(row_cells(r, mode)), r.colour) for r in rows),
+        table=render_rows(rows, mode),
         counts=_count(rows),
         worst=_worst(rows),
         unmatched=tuple(result.unmatched),
@@ -313,22 +317,40 @@ def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
 
 def _start_workers(jobs: int) -> Optional[ProcessPoolExecutor]:
     """The compare's helper processes: `jobs` - 1 of them, since the main process compares units too (a process
-    fewer: ~75 MB less, and its units are not pickled). They are spawned, and start importing, before the dumps are
-    collected, so their start-up overlaps the collect. None for one job."""
+    fewer, and its units are not pickled). None for one job.
+
+    Forked while this process still has a single thread (`compare_workers` before the CLI's progress display): they
+    start at once and share the pages of the modules it has imported. Where a thread already runs, forking could
+    copy a lock held by it, so they are spawned, starting to import before the dumps are collected."""
     if jobs < 2:
         return None
     import multiprocessing
+    import threading
 
     one_blas_thread()  # per process: the processes are the parallelism
-    # spawn, not fork: the main process runs threads (the progress display) by the time units are handed out
-    pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=multiprocessing.get_context("spawn"))
+    fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+    pool = ProcessPoolExecutor(
+        max_workers=jobs - 1, mp_context=multiprocessing.get_context("fork" if fork else "spawn")
+    )
     try:
         for _ in range(jobs - 1):
-            pool.submit(os.getpid)  # starts a worker now instead of at the first unit
+            pool.submit(os.getpid)  # starts the workers now instead of at the first unit
     except (OSError, RuntimeError):  # no processes here (sandbox, limits): the main process does everything
         pool.shutdown(wait=False)
         return None
     return pool
+
+
+@contextmanager
+def compare_workers(jobs: int) -> Iterator[Optional[ProcessPoolExecutor]]:
+    """The worker processes of a compare with `jobs` jobs (None for one), for `run_compare(workers=...)`; enter it
+    before starting any thread."""
+    pool = _start_workers(jobs)
+    try:
+        yield pool
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run_units(
@@ -455,7 +477,7 @@ class _RankAccumulator:
         )  # fmt: skip
         self.worst = heapq.nlargest(WORST_ROWS, [*self.worst, *result.worst], key=_severity)
         if self.writer is not None:
-            self.writer.add_cells(result.cells)
+            self.writer.add_rows(result.table)
         self.rows.extend(result.rows)
         self.add_unmatched(result.unmatched)
         self.target_ops += result.target_ops
@@ -484,18 +506,18 @@ def run_compare(
     highlight: bool = False,
     progress: Optional[Callable[[int, int], None]] = None,
     keep_rows: bool = False,
+    workers: Optional[ProcessPoolExecutor] = None,
 ) -> tuple[CompareResult, CompareInputs]:
-    """Run a compare and, with `output_dir`, stream its report files there (see tcmp.compare.report).
+    """Run a compare and, with `output_dir`, stream its report files there (see tcmp.compare.report). With
+    `options.jobs` > 1, on `workers` (`compare_workers`) or on workers of its own.
 
     Raises CompareError (one line) when it cannot run at all; report files appear only when it completes.
     `keep_rows` keeps every row and unmatched item in the result (for tests and library users; the CLI streams).
     """
-    pool = _start_workers(options.jobs)
-    try:
+    if workers is not None or options.jobs < 2:
+        return _run(options, output_dir, highlight, progress, keep_rows, workers)
+    with compare_workers(options.jobs) as pool:
         return _run(options, output_dir, highlight, progress, keep_rows, pool)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run(
@@ -531,7 +553,7 @@ def _run(
         for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options, keep_rows, pool)), start=1):
             accumulators[unit.rank].add_unit(result)
             key = (unit.rank, unit.model)
-            seen[key].append(replace(result, cells=(), worst=(), rows=(), unmatched=(), divergence=None))
+            seen[key].append(replace(result, table=_NO_ROWS, worst=(), rows=(), unmatched=(), divergence=None))
             remaining[key] -= 1
             if remaining[key] == 0:
                 accumulators[unit.rank].add_unmatched(_golden_leftovers(bindings[key], seen.pop(key)))

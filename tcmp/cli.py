@@ -166,7 +166,7 @@ def compare(
     """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
     from tcmp.compare.console import print_summary
     from tcmp.compare.records import CompareError
-    from tcmp.compare.run import CompareOptions, DataMode, run_compare
+    from tcmp.compare.run import CompareOptions, DataMode, compare_workers, run_compare
     from tcmp.compare.verdict import Thresholds
 
     try:
@@ -180,13 +180,13 @@ def compare(
         golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db,
     )  # fmt: skip
     try:
-        with _progress() as progress:
+        with compare_workers(jobs) as workers, _progress() as progress:  # forked before the progress thread starts
             task = progress.add_task("comparing", total=None)
 
             def advance(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            result, _ = run_compare(options, output_path, highlight=highlight, progress=advance)
+            result, _ = run_compare(options, output_path, highlight=highlight, progress=advance, workers=workers)
     except CompareError as exc:
         raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
     except OSError as exc:

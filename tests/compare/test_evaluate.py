@@ -1,11 +1,14 @@
-"""Scalar FX arguments are compared at the precision the NPU held them in, raw or as summaries."""
+"""Scalar FX arguments are compared at the precision the NPU held them in, raw or as summaries; what the loader's
+caches hold."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.evaluate import Loaded, _at_npu_precision
-from tcmp.schemas.records import Summary
+from tcmp.compare.evaluate import Loaded, TensorLoader, _at_npu_precision
+from tcmp.compare.metrics import Mode
+from tcmp.compare.records import Pair, TensorRef
+from tcmp.schemas.records import IO, Summary
 
 
 def scalar_summary(value: float) -> Summary:
@@ -35,3 +38,21 @@ def test_raw_scalar_rounded_and_tensors_left_alone():
     int_npu = Loaded(None, scalar_summary(2.0), "DT_INT32", (1,))
     bench = Loaded(None, scalar_summary(0.1), "float64", ())
     assert _at_npu_precision(int_npu, bench) is bench
+
+
+def test_memoized_metrics_hold_a_copy_of_the_payload_not_its_file_buffer():
+    """A memo entry keeps the NPU payload to check CRC hits against; a view would keep the whole buffer it lies in
+    (a GE file's data) alive, beyond what the loader's byte budget counts."""
+    file_data = np.arange(4096, dtype=np.float16)  # stands in for a GE file's payload region
+    npu = Loaded(file_data[1024:2048], None, "DT_FLOAT16", (1024,))
+    bench = Loaded(file_data[1024:2048].astype(np.float32), None, "float32", (1024,))
+    ref = TensorRef((), IO.OUTPUT, 0)
+    pair = Pair(0, 0, "graph", "op", "Add", 0, 0, IO.OUTPUT, 0, ref, ref)
+    loader = TensorLoader()
+    first = loader.metrics(pair, npu, bench, bench_rounded=False)
+    assert loader.metrics(pair, npu, bench, bench_rounded=False) is first  # memoized
+    for cache in (loader._memo, loader._summaries):
+        for (payload, _), _nbytes in cache.values():
+            assert not np.shares_memory(payload, file_data)
+    loader.summarized(npu, Mode.STATISTICS)
+    assert loader._summaries and all(not np.shares_memory(p, file_data) for (p, _), _ in loader._summaries.values())
