@@ -22,3 +22,13 @@ MAX_DEFAULT_WATCH_WORKERS = 4
 
 def default_watch_workers() -> int:
     return min(MAX_DEFAULT_WATCH_WORKERS, os.cpu_count() or 1)
+
+
+# A compare works token by token (per rank and graph): a few to a few dozen units. Its workers are all forked at
+# the start, before the dump is collected and the units are counted, so the default stops short of a big host's
+# core count; --jobs takes any number.
+MAX_DEFAULT_COMPARE_JOBS = 8
+
+
+def default_compare_jobs() -> int:
+    return min(MAX_DEFAULT_COMPARE_JOBS, os.cpu_count() or 1)

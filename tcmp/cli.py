@@ -6,7 +6,6 @@ Exit codes: 0 done, 1 the command ran but found failures (files that did not par
 
 import enum
 import logging
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -16,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tcmp import __version__, default_watch_workers, one_blas_thread
+from tcmp import __version__, default_compare_jobs, default_watch_workers, one_blas_thread
 
 one_blas_thread()  # before numpy loads
 
@@ -144,7 +143,7 @@ def compare(
     highlight: Annotated[
         bool, typer.Option("--highlight", "-hl", help="Also write an .xlsx with red/yellow/green rows.")
     ] = False,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Worker processes.")] = os.cpu_count() or 1,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes.")] = default_compare_jobs(),
     fail_on_diff: Annotated[bool, typer.Option("--fail-on-diff", help="Exit 1 when any row FAILs.")] = False,
     target_run: Annotated[
         Optional[str],
@@ -203,7 +202,7 @@ def demo(
     directory: Annotated[
         Optional[Path], typer.Argument(help="An empty directory for the example (default: a new temp dir).")
     ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Worker processes.")] = os.cpu_count() or 1,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes.")] = default_compare_jobs(),
 ) -> None:
     """The main job on a built-in example: a simulated inference writes a synthetic GE dump (with injected faults)
     and its golden FX dump while `tcmp watch --drop-raw` condenses them; then the compare runs from the index."""

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import shutil
+import threading
 from collections import defaultdict
 
 import pytest
 
-from tcmp.compare import metrics
+from tcmp.compare import metrics, run
 from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.verdict import Result
@@ -180,6 +181,23 @@ def test_worker_processes_write_the_same_reports_in_the_same_order(multi_rank, j
         assert a.counts == b.counts and a.divergences == b.divergences
         assert a.report.csv.read_bytes() == b.report.csv.read_bytes()
         assert a.report.unmatched.read_bytes() == b.report.unmatched.read_bytes()
+
+
+def test_cli_starts_its_workers_while_it_runs_no_thread(multi_rank, cli, tmp_path, monkeypatch):
+    """The CLI starts the compare's workers before its progress display runs a thread, so they can be forked (quick
+    to start, sharing the main process's module pages) without copying a lock some other thread holds."""
+    seen = []
+    start_workers = run._start_workers
+
+    def spy(count):
+        seen.append((count, threading.active_count()))
+        return start_workers(count)
+
+    monkeypatch.setattr(run, "_start_workers", spy)
+    threads = threading.active_count()
+    result = cli("compare", "-tp", multi_rank.target, "-gp", multi_rank.golden_fx, "-o", tmp_path, "--jobs", "3")
+    assert result.exit_code == 0, result.output
+    assert seen == [(3, threads)]
 
 
 def test_rank_option(multi_rank):
