@@ -173,64 +173,49 @@ typedef struct {
     double sum, squares;
 } moments_t;
 
-SIMD_CLONES static void float32_moments_loop(const unsigned char *p, Py_ssize_t size, moments_t *m) {
-    int32_t smax = INT32_MIN;
-    uint32_t umax = 0, umin = UINT32_MAX;
-    double total = 0.0, squares = 0.0;
-    for (Py_ssize_t start = 0; start < size; start += MOMENT_BLOCK) {
-        Py_ssize_t end = size - start < MOMENT_BLOCK ? size : start + MOMENT_BLOCK;
-        float bsum = 0.0f, bsq = 0.0f;
-        _Pragma("omp simd reduction(+: bsum, bsq) reduction(max: smax, umax) reduction(min: umin)")
-        for (Py_ssize_t k = start; k < end; k++) {
-            uint32_t code;
-            memcpy(&code, p + 4 * k, 4); /* any alignment */
-            bits32_t v = {code};
-            int32_t scode = (int32_t)code;
-            bsum += v.f;
-            bsq += v.f * v.f;
-            smax = scode > smax ? scode : smax;
-            umax = code > umax ? code : umax;
-            umin = code < umin ? code : umin;
-        }
-        total += bsum;
-        squares += bsq;
-    }
-    m->signed_max = smax, m->unsigned_max = umax, m->unsigned_min = umin, m->sum = total, m->squares = squares;
+static inline float float32_of_code(uint32_t code) {
+    bits32_t v = {code};
+    return v.f;
 }
 
 /* float16 -> float32 by bits, as tcmp.compare.moments' numpy engine: the sign-extended code shifted left by 13,
  * the sign copies in bits 30..28 cleared, rebiased by 2^112; exact but for inf/NaN codes. */
-static inline float half_code_to_float(int16_t code) {
+static inline float float32_of_half_code(uint16_t code) {
     bits32_t v;
-    v.u = ((uint32_t)(int32_t)code << 13) & 0x8FFFFFFFu;
+    v.u = ((uint32_t)(int32_t)(int16_t)code << 13) & 0x8FFFFFFFu;
     return v.f * 0x1.0p+112f;
 }
 
-SIMD_CLONES static void float16_moments_loop(const unsigned char *p, Py_ssize_t size, moments_t *m) {
-    int16_t smax = INT16_MIN;
-    uint16_t umax = 0, umin = UINT16_MAX;
-    double total = 0.0, squares = 0.0;
-    for (Py_ssize_t start = 0; start < size; start += MOMENT_BLOCK) {
-        Py_ssize_t end = size - start < MOMENT_BLOCK ? size : start + MOMENT_BLOCK;
-        float bsum = 0.0f, bsq = 0.0f;
-        _Pragma("omp simd reduction(+: bsum, bsq) reduction(max: smax, umax) reduction(min: umin)")
-        for (Py_ssize_t k = start; k < end; k++) {
-            uint16_t code;
-            memcpy(&code, p + 2 * k, 2);
-            int16_t scode = (int16_t)code;
-            float value = half_code_to_float(scode);
-            bsum += value;
-            bsq += value * value;
-            smax = scode > smax ? scode : smax;
-            umax = code > umax ? code : umax;
-            umin = code < umin ? code : umin;
-        }
-        total += bsum;
-        squares += bsq;
+/* One loop per element width: UINT/INT are its codes, WIDEN gives the float32 value of a code. */
+#define MOMENTS_LOOP(NAME, UINT, INT, INT_LOWEST, UINT_HIGHEST, WIDEN)                                           \
+    SIMD_CLONES static void NAME(const unsigned char *p, Py_ssize_t size, moments_t *m) {                       \
+        INT smax = INT_LOWEST;                                                                                   \
+        UINT umax = 0, umin = UINT_HIGHEST;                                                                      \
+        double total = 0.0, squares = 0.0;                                                                       \
+        for (Py_ssize_t start = 0; start < size; start += MOMENT_BLOCK) {                                        \
+            Py_ssize_t end = size - start < MOMENT_BLOCK ? size : start + MOMENT_BLOCK;                          \
+            float bsum = 0.0f, bsq = 0.0f;                                                                       \
+            _Pragma("omp simd reduction(+: bsum, bsq) reduction(max: smax, umax) reduction(min: umin)")          \
+            for (Py_ssize_t k = start; k < end; k++) {                                                           \
+                UINT code;                                                                                       \
+                memcpy(&code, p + sizeof(UINT) * k, sizeof(UINT)); /* any alignment */                           \
+                INT scode = (INT)code;                                                                           \
+                float value = WIDEN(code);                                                                       \
+                bsum += value;                                                                                   \
+                bsq += value * value;                                                                            \
+                smax = scode > smax ? scode : smax;                                                              \
+                umax = code > umax ? code : umax;                                                                \
+                umin = code < umin ? code : umin;                                                                \
+            }                                                                                                    \
+            total += bsum;                                                                                       \
+            squares += bsq;                                                                                      \
+        }                                                                                                        \
+        m->signed_max = smax, m->unsigned_max = umax, m->unsigned_min = umin, m->sum = total;                    \
+        m->squares = squares;                                                                                    \
     }
-    if (umax >= 0xFC00u || smax >= 0x7C00) total = NAN; /* inf or NaN codes */
-    m->signed_max = smax, m->unsigned_max = umax, m->unsigned_min = umin, m->sum = total, m->squares = squares;
-}
+
+MOMENTS_LOOP(float32_moments_loop, uint32_t, int32_t, INT32_MIN, UINT32_MAX, float32_of_code)
+MOMENTS_LOOP(float16_moments_loop, uint16_t, int16_t, INT16_MIN, UINT16_MAX, float32_of_half_code)
 
 static PyObject *moments(PyObject *arg, int half) {
     Py_buffer v;
@@ -247,8 +232,9 @@ static PyObject *moments(PyObject *arg, int half) {
         float16_moments_loop(v.buf, v.len / 2, &m);
         uint16_t umax = (uint16_t)m.unsigned_max, umin = (uint16_t)m.unsigned_min;
         int16_t smax = (int16_t)m.signed_max;
-        low = half_code_to_float((int16_t)(umax >= 0x8000u ? umax : umin));
-        high = half_code_to_float(smax >= 0 ? smax : (int16_t)umin);
+        if (umax >= 0xFC00u || smax >= 0x7C00) m.sum = NAN; /* inf or NaN codes */
+        low = float32_of_half_code(umax >= 0x8000u ? umax : umin);
+        high = float32_of_half_code(smax >= 0 ? (uint16_t)smax : umin);
     } else {
         float32_moments_loop(v.buf, v.len / 4, &m);
         bits32_t lo = {m.unsigned_max >= 0x80000000u ? m.unsigned_max : m.unsigned_min};
