@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,6 +84,9 @@ def test_without_the_extension_the_compiled_engine_is_numpy_and_says_so():
 
 def test_compiled_engine_is_built_and_reads_unaligned_chunks():
     assert moments._fused is not None, "tcmp.compare._fused is not built (pip install -e . needs a C compiler)"
+    source = Path(moments.__file__).with_name("_fused.c")
+    # the build is optional: a failed rebuild after an edit leaves the previous module in place, untested
+    assert Path(moments._fused.__file__).stat().st_mtime >= source.stat().st_mtime, "stale: run pip install -e ."
     values = _values(3 * BLOCK + 5, "mixed", np.float32)
     unaligned = np.frombuffer(b"\0" + values.tobytes(), np.float32, offset=1)
     assert not unaligned.flags.aligned and COMPILED.float32(unaligned) == COMPILED.float32(values)
