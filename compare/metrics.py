@@ -8,6 +8,10 @@ msprobe's: 12 fixed decimals for Cosine, MaxAbsErr, MaxRelativeErr and the ratio
 Where tcmp deliberately differs from msprobe: nothing is masked (a golden 0 facing an NPU 100 shows as an absolute
 error of 100), shapes are compared after dropping size-1 dims and never flattened into each other, int vs float is
 compared, and every message is kept.
+
+Tensor mode's sums come from one compiled pass over the pair (`fused_metrics`, `_fused.c`) for float16, bfloat16,
+float32 and float64 tensors without NaN/inf; everything else, and every pair where the extension is not built,
+takes the numpy path (`Prepared`, `compare_prepared`). Both give the same cells (tests run both).
 """
 
 from __future__ import annotations
