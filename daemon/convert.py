@@ -198,9 +198,8 @@ class WorkerPool:
         return concurrent.futures.ProcessPoolExecutor(max_workers=size, mp_context=context, initializer=_init_worker)
 
     def warm_up(self) -> None:
-        """Start every worker now (a spawned worker needs ~1 s to import numpy and the readers, and ~0.5 s to load
-        the compiled summary loops; ~2 s more to compile them when no cache has them yet), so the first files of a
-        dump do not wait for it. Logs "workers ready" once they are."""
+        """Start every worker now (a spawned worker needs a fraction of a second to import numpy and the readers),
+        so the first files of a dump do not wait for it. Logs "workers ready" once they are."""
         started = time.monotonic()
         futures = [self._files.submit(_warm_up) for _ in range(max(self.workers, 1))]
 
