@@ -1,6 +1,6 @@
-"""The optional C extension: tcmp.compare._fused, tensor mode's one-pass pair loop (compare/_fused.c).
-Everything else is declared in pyproject.toml. Without a C compiler the install still succeeds (`optional`) and
-tcmp computes the same metrics with numpy, several times slower."""
+"""The optional C extension tcmp.compare._fused (compare/_fused.c): tensor mode's one-pass pair loop and the
+summaries' moments loops. Everything else is declared in pyproject.toml. Without a C compiler the install still
+succeeds (`optional`) and tcmp computes the same numbers with numpy, several times slower."""
 
 from setuptools import Extension, setup
 
