@@ -8,7 +8,8 @@
    - summary: `summarize_file(locate(path), engine=COMPILED)`, what a daemon worker does per file (numel, min,
               max, mean, L2, NaN/inf counts and the CRC-32 of every tensor);
    - numpy:   the same with the numpy engine (where the C extension is not built), for reference;
-   - CRC alone: the CRC-32 of the file's bytes, 256 KiB at a time, which every summary includes: a bound;
+   - CRC alone: isal's CRC-32 of the file's bytes, 256 KiB at a time: the chunked path's CRC, for reference (on
+              CPUs with AVX2/F16C/PCLMULQDQ the compiled engine computes its own, fused with the moments);
    - appendix (fp16/fp32 .npy only): `np.load` + `min` + `max`, the appendix script's per-file work.
    Cases: GE binary dumps (ND; their payloads sit at arbitrary, unaligned offsets) and FX .npy files, fp16 and
    fp32. Targets (issue 4): fp32 summary >= 0.6x raw; fp16 >= 1.5 GB/s or >= 10x the appendix.
@@ -160,7 +161,7 @@ def throughput(directory: Path, files: int, size_mb: int, repeats: int) -> None:
               f"{appendix[dtype]:16.2f} {speedup:6.1f}  {target}: {'met' if met else 'NOT met'}")  # fmt: skip
         for path in paths:
             path.unlink()
-    print("(ratio, numpy, CRC alone: to raw. The CRC bounds the summary, which also computes the moments.")
+    print("(ratio, numpy, CRC alone: to raw. CRC alone is isal's, which the chunked path adds to the moments.")
     print(" np.load+min+max: measured on the .npy files of the same dtype; GE rows reuse the FX figure)")
 
 

@@ -264,6 +264,224 @@ PyDoc_STRVAR(float16_moments_doc,
              "float16_moments(codes) -> (min, max, sum, sum of squares) of a float16 buffer of any alignment;\n"
              "the sum is NaN when it holds inf or NaN codes.");
 
+/* ---- one float16 or float32 tensor: moments and CRC-32 in one pass (tcmp.compare.summary) -----------------------
+ *
+ * The CRC-32 (zlib's, reflected polynomial 0xEDB88320) by carry-less multiplication, folding four 128-bit lanes
+ * per 64 bytes (Intel's "Fast CRC Computation Using PCLMULQDQ", the constants Linux's crc32-pclmul uses), fused with
+ * the moments of the same 64 bytes while they are in registers. On the machine tcmp is benchmarked on, a float32
+ * chunk of 256 KiB took ~42 µs as isal's CRC then the moments loop; fused, ~38 µs, and one call per tensor instead
+ * of one Python round per chunk. float16 is widened by the F16C instruction (exact; inf/NaN are found from the
+ * codes, as in the moments loop). x86-64 with AVX2, F16C and PCLMULQDQ only, checked at load time
+ * (`fused_summary_supported`); elsewhere tcmp takes the chunked path. */
+static uint32_t crc_table[256];
+
+static void crc_table_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+/* Byte at a time: the tails under 64 bytes only. */
+static uint32_t crc32_bytes(uint32_t crc, const unsigned char *p, Py_ssize_t n) {
+    crc = ~crc;
+    while (n-- > 0) crc = crc_table[(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
+    return ~crc;
+}
+
+static int fused_summary_supported = 0;
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#include <immintrin.h>
+#define FUSED_TARGET __attribute__((target("avx2,f16c,pclmul,sse4.1")))
+#define FOLD(x, k, data) \
+    _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), data)
+#define PREFETCH_AHEAD 2048 /* bytes; measured: ~5 % faster than the hardware prefetcher alone */
+
+FUSED_TARGET static inline double lanes_sum(__m256 v) {
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                                          _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+/* CRC-32 (from 0) and moments of `nbytes` bytes, a positive multiple of 64, of any alignment; `half` is a constant
+ * in each caller below, so each gets its own loop. */
+FUSED_TARGET static inline __attribute__((always_inline)) uint32_t crc_moments(const unsigned char *p,
+                                                                             Py_ssize_t nbytes, moments_t *m,
+                                                                             int half) {
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
+    __m256i smax = half ? _mm256_set1_epi16(INT16_MIN) : _mm256_set1_epi32(INT32_MIN);
+    __m256i umax = _mm256_setzero_si256(), umin = _mm256_set1_epi32(-1);
+    double total = 0.0, squares = 0.0;
+    const Py_ssize_t block_bytes = MOMENT_BLOCK * (half ? 2 : 4);
+    /* the first 64 bytes are the four lanes, the initial CRC (~0) folded into the first */
+    __m128i x1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p), _mm_cvtsi32_si128(-1));
+    __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32));
+    __m128i x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+    for (Py_ssize_t off = 0; off < nbytes;) {
+        Py_ssize_t end = nbytes - off < block_bytes ? nbytes : off + block_bytes;
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0; /* float32 sums within a block */
+        __m256 q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+        for (; off < end; off += 64) {
+            const unsigned char *at = p + off;
+            _mm_prefetch((const char *)at + PREFETCH_AHEAD, _MM_HINT_T0);
+            if (off) {
+                x1 = FOLD(x1, k1k2, _mm_loadu_si128((const __m128i *)at));
+                x2 = FOLD(x2, k1k2, _mm_loadu_si128((const __m128i *)(at + 16)));
+                x3 = FOLD(x3, k1k2, _mm_loadu_si128((const __m128i *)(at + 32)));
+                x4 = FOLD(x4, k1k2, _mm_loadu_si128((const __m128i *)(at + 48)));
+            }
+            __m256i a = _mm256_loadu_si256((const __m256i *)at), b = _mm256_loadu_si256((const __m256i *)(at + 32));
+            if (half) {
+                __m256 f0 = _mm256_cvtph_ps(_mm256_castsi256_si128(a)), f1 = _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1));
+                __m256 f2 = _mm256_cvtph_ps(_mm256_castsi256_si128(b)), f3 = _mm256_cvtph_ps(_mm256_extracti128_si256(b, 1));
+                s0 = _mm256_add_ps(s0, f0), s1 = _mm256_add_ps(s1, f1);
+                s2 = _mm256_add_ps(s2, f2), s3 = _mm256_add_ps(s3, f3);
+                q0 = _mm256_add_ps(q0, _mm256_mul_ps(f0, f0)), q1 = _mm256_add_ps(q1, _mm256_mul_ps(f1, f1));
+                q2 = _mm256_add_ps(q2, _mm256_mul_ps(f2, f2)), q3 = _mm256_add_ps(q3, _mm256_mul_ps(f3, f3));
+                smax = _mm256_max_epi16(smax, _mm256_max_epi16(a, b));
+                umax = _mm256_max_epu16(umax, _mm256_max_epu16(a, b));
+                umin = _mm256_min_epu16(umin, _mm256_min_epu16(a, b));
+            } else {
+                __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+                s0 = _mm256_add_ps(s0, fa), s1 = _mm256_add_ps(s1, fb);
+                q0 = _mm256_add_ps(q0, _mm256_mul_ps(fa, fa)), q1 = _mm256_add_ps(q1, _mm256_mul_ps(fb, fb));
+                smax = _mm256_max_epi32(smax, _mm256_max_epi32(a, b));
+                umax = _mm256_max_epu32(umax, _mm256_max_epu32(a, b));
+                umin = _mm256_min_epu32(umin, _mm256_min_epu32(a, b));
+            }
+        }
+        total += lanes_sum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+        squares += lanes_sum(_mm256_add_ps(_mm256_add_ps(q0, q1), _mm256_add_ps(q2, q3)));
+    }
+    /* four lanes folded into one, then 128 -> 64 bits and Barrett's reduction to 32 */
+    __m128i x5, mask = _mm_setr_epi32(-1, 0, -1, 0);
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00), x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00), x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00), x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+    x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, mask), _mm_set_epi64x(0, 0x0163cd6124), 0x00), x2);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
+    x2 = _mm_and_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, mask), poly, 0x10), mask);
+    x1 = _mm_xor_si128(x1, _mm_clmulepi64_si128(x2, poly, 0x00));
+    /* the extremes' lanes: 16 codes of 16 bits or 8 of 32 */
+    union {
+        __m256i v;
+        int16_t s16[16];
+        uint16_t u16[16];
+        int32_t s32[8];
+        uint32_t u32[8];
+    } smax_lanes = {smax}, umax_lanes = {umax}, umin_lanes = {umin};
+    m->signed_max = half ? INT16_MIN : INT32_MIN, m->unsigned_max = 0, m->unsigned_min = half ? UINT16_MAX : UINT32_MAX;
+    for (int i = 0; i < (half ? 16 : 8); i++) {
+        int32_t s = half ? smax_lanes.s16[i] : smax_lanes.s32[i];
+        uint32_t hi = half ? umax_lanes.u16[i] : umax_lanes.u32[i], lo = half ? umin_lanes.u16[i] : umin_lanes.u32[i];
+        m->signed_max = s > m->signed_max ? s : m->signed_max;
+        m->unsigned_max = hi > m->unsigned_max ? hi : m->unsigned_max;
+        m->unsigned_min = lo < m->unsigned_min ? lo : m->unsigned_min;
+    }
+    m->sum = total, m->squares = squares;
+    return ~(uint32_t)_mm_extract_epi32(x1, 1);
+}
+
+FUSED_TARGET static uint32_t float32_crc_moments(const unsigned char *p, Py_ssize_t nbytes, moments_t *m) {
+    return crc_moments(p, nbytes, m, 0);
+}
+
+FUSED_TARGET static uint32_t float16_crc_moments(const unsigned char *p, Py_ssize_t nbytes, moments_t *m) {
+    return crc_moments(p, nbytes, m, 1);
+}
+
+static void detect_fused_summary(void) {
+    __builtin_cpu_init();
+    fused_summary_supported =
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("pclmul");
+}
+#else
+static uint32_t float32_crc_moments(const unsigned char *p, Py_ssize_t nbytes, moments_t *m) {
+    (void)p, (void)nbytes, (void)m;
+    return 0; /* never called: fused_summary_supported stays 0 */
+}
+#define float16_crc_moments float32_crc_moments
+
+static void detect_fused_summary(void) {}
+#endif
+
+static PyObject *fused_summary(PyObject *arg, int half) {
+    if (!fused_summary_supported) {
+        PyErr_SetString(PyExc_RuntimeError, "the fused summary needs AVX2, F16C and PCLMULQDQ");
+        return NULL;
+    }
+    Py_buffer v;
+    if (!PyArg_Parse(arg, "y*", &v)) return NULL;
+    Py_ssize_t itemsize = half ? 2 : 4;
+    if (v.len % itemsize) {
+        PyBuffer_Release(&v);
+        return PyErr_Format(PyExc_ValueError, "%zd bytes is not a whole number of elements", v.len);
+    }
+    const unsigned char *p = v.buf;
+    Py_ssize_t main_bytes = v.len & ~(Py_ssize_t)63, tail_bytes = v.len - main_bytes;
+    moments_t m = {half ? INT16_MIN : INT32_MIN, 0, half ? UINT16_MAX : UINT32_MAX, 0.0, 0.0}, tail;
+    uint32_t crc = 0;
+    double low, high;
+    Py_BEGIN_ALLOW_THREADS
+    if (main_bytes) crc = (half ? float16_crc_moments : float32_crc_moments)(p, main_bytes, &m);
+    if (tail_bytes) { /* under 64 bytes: the moments loop and the CRC byte by byte */
+        if (half)
+            float16_moments_loop(p + main_bytes, tail_bytes / 2, &tail);
+        else
+            float32_moments_loop(p + main_bytes, tail_bytes / 4, &tail);
+        crc = crc32_bytes(crc, p + main_bytes, tail_bytes);
+        m.signed_max = tail.signed_max > m.signed_max ? tail.signed_max : m.signed_max;
+        m.unsigned_max = tail.unsigned_max > m.unsigned_max ? tail.unsigned_max : m.unsigned_max;
+        m.unsigned_min = tail.unsigned_min < m.unsigned_min ? tail.unsigned_min : m.unsigned_min;
+        m.sum += tail.sum, m.squares += tail.squares;
+    }
+    if (half) {
+        uint16_t umax = (uint16_t)m.unsigned_max, umin = (uint16_t)m.unsigned_min;
+        int16_t smax = (int16_t)m.signed_max;
+        if (umax >= 0xFC00u || smax >= 0x7C00) m.sum = NAN; /* inf or NaN codes */
+        low = float32_of_half_code(umax >= 0x8000u ? umax : umin);
+        high = float32_of_half_code(smax >= 0 ? (uint16_t)smax : umin);
+    } else {
+        bits32_t lo = {m.unsigned_max >= 0x80000000u ? m.unsigned_max : m.unsigned_min};
+        bits32_t hi = {m.signed_max >= 0 ? (uint32_t)m.signed_max : m.unsigned_min};
+        low = lo.f, high = hi.f;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    if (v.len == 0) return Py_BuildValue("(ddddk)", NAN, NAN, 0.0, 0.0, 0ul);
+    return Py_BuildValue("(ddddk)", low, high, m.sum, m.squares, (unsigned long)crc);
+}
+
+static PyObject *float32_summary(PyObject *module, PyObject *arg) {
+    (void)module;
+    return fused_summary(arg, 0);
+}
+
+static PyObject *float16_summary(PyObject *module, PyObject *arg) {
+    (void)module;
+    return fused_summary(arg, 1);
+}
+
+PyDoc_STRVAR(float32_summary_doc,
+             "float32_summary(tensor) -> (min, max, sum, sum of squares, CRC-32) of a float32 buffer of any\n"
+             "alignment, in one pass; the sums are non-finite when it holds NaN or inf. Only where\n"
+             "fused_summary_supported is true (x86-64 with AVX2, F16C and PCLMULQDQ).");
+PyDoc_STRVAR(float16_summary_doc,
+             "float16_summary(codes) -> (min, max, sum, sum of squares, CRC-32) of a float16 buffer of any\n"
+             "alignment, in one pass; the sum is NaN when it holds inf or NaN codes. Only where\n"
+             "fused_summary_supported is true (x86-64 with AVX2, F16C and PCLMULQDQ).");
+
 /* ---- the module ---------------------------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(pair_sums_doc,
@@ -313,12 +531,23 @@ static PyMethodDef methods[] = {
     {"pair_sums", pair_sums, METH_VARARGS, pair_sums_doc},
     {"float32_moments", float32_moments, METH_O, float32_moments_doc},
     {"float16_moments", float16_moments, METH_O, float16_moments_doc},
+    {"float32_summary", float32_summary, METH_O, float32_summary_doc},
+    {"float16_summary", float16_summary, METH_O, float16_summary_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_fused", "tcmp's fused pair loop (see _fused.c).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_fused", "tcmp's compiled loops (see _fused.c).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__fused(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit__fused(void) {
+    crc_table_init();
+    detect_fused_summary();
+    PyObject *module = PyModule_Create(&module_def);
+    if (module && PyModule_AddIntConstant(module, "fused_summary_supported", fused_summary_supported) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

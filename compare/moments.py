@@ -25,7 +25,7 @@ import logging
 import math
 import struct
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -37,6 +37,7 @@ except ImportError:  # installed without a C compiler
 log = logging.getLogger(__name__)
 
 Moments = tuple[float, float, float, float]  # min, max, sum, sum of squares
+MomentsAndCrc = tuple[float, float, float, float, int]
 
 BLOCK = 1024  # elements the compiled loop sums in float32 before the block sum joins the float64 total (_fused.c)
 
@@ -90,20 +91,34 @@ def _numpy_float16_moments(codes: np.ndarray) -> Moments:
 
 @dataclass(frozen=True)
 class Engine:
-    """How chunks are reduced: `float32` takes float32 chunks, `float16` int16 codes of float16 chunks."""
+    """How chunks are reduced: `float32` takes float32 chunks, `float16` int16 codes of float16 chunks; where they
+    exist, `float32_summary` and `float16_summary` take a whole tensor (float16 as codes) and return its moments
+    and its CRC-32, found in one pass."""
 
     name: str
     float32: Callable[[np.ndarray], Moments]
     float16: Callable[[np.ndarray], Moments]
     float16_chunk: int  # elements
     reads_unaligned: bool  # at full speed (numpy's loops over unaligned data run at a third of theirs)
+    float32_summary: Optional[Callable[[np.ndarray], MomentsAndCrc]] = None
+    float16_summary: Optional[Callable[[np.ndarray], MomentsAndCrc]] = None
 
 
 # numpy's float16 path is limited by per-call overhead, not memory traffic: bigger chunks (measured: 1.2 GB/s at
 # 64K elements, 1.5 GB/s at 256K on x86 with a 512 KiB L2 per core)
 NUMPY = Engine("numpy", numpy_moments, _numpy_float16_moments, 1 << 18, reads_unaligned=False)
+# the fused loops need AVX2, F16C and PCLMULQDQ (checked when the extension loads); elsewhere tensors take the
+# chunked path, the CRC-32 by isal chunk by chunk
 COMPILED = (
-    Engine("compiled", _fused.float32_moments, _fused.float16_moments, 1 << 17, reads_unaligned=True)
+    Engine(
+        "compiled",
+        _fused.float32_moments,
+        _fused.float16_moments,
+        1 << 17,
+        reads_unaligned=True,
+        float32_summary=_fused.float32_summary if _fused.fused_summary_supported else None,
+        float16_summary=_fused.float16_summary if _fused.fused_summary_supported else None,
+    )
     if _fused is not None
     else replace(NUMPY, name="compiled (not built: numpy)")
 )

@@ -9,7 +9,8 @@ each float chunk is reduced to its moments by an `Engine` (`moments.COMPILED`, t
 float16 and float32 directly, other float types widened to float32 first. Chunk results
 are accumulated in Python floats (float64). NaN and inf are never counted per element on the fast path: they make
 the chunk's moments non-finite, and only such chunks take an exact slow pass. The CRC-32 of float16/float32
-tensors is taken chunk by chunk too, while each chunk is in the cache.
+tensors is taken chunk by chunk too, while each chunk is in the cache; where the CPU allows, the compiled engine
+instead takes a whole float16/float32 tensor in one fused pass that yields its moments and its CRC-32.
 """
 
 from __future__ import annotations
@@ -142,6 +143,12 @@ def _chunks(flat: np.ndarray, size: int, copy_unaligned: bool) -> Iterator[tuple
 
 
 def _summarize_float16(flat: np.ndarray, acc: _Accumulator, crc: Optional[_RunningCrc]) -> None:
+    if crc is not None and acc.engine.float16_summary is not None:
+        low, high, total, squares, crc.value = acc.engine.float16_summary(flat.view(np.int16))
+        if not math.isnan(total):
+            acc.add_finite(flat.size, low, high, total, squares)
+            return
+        crc = None  # inf or NaN codes: the moments again, chunk by chunk
     size = acc.engine.float16_chunk
     for start, codes in _chunks(flat.view(np.int16), size, not acc.engine.reads_unaligned):
         if crc is not None:
@@ -154,6 +161,12 @@ def _summarize_float16(flat: np.ndarray, acc: _Accumulator, crc: Optional[_Runni
 
 
 def _summarize_float32(flat: np.ndarray, acc: _Accumulator, crc: Optional[_RunningCrc]) -> None:
+    if crc is not None and acc.engine.float32_summary is not None:
+        low, high, total, squares, crc.value = acc.engine.float32_summary(flat)
+        if math.isfinite(total) and math.isfinite(squares) and not (squares < _TINY_SQUARES and (low or high)):
+            acc.add_finite(flat.size, low, high, total, squares)
+            return
+        crc = None  # rare (NaN, inf, a float32 overflow or tiny values): the moments again, chunk by chunk
     for _, chunk in _chunks(flat, CHUNK, not acc.engine.reads_unaligned):
         if crc is not None:
             crc.add(chunk)

@@ -3,8 +3,11 @@ chunks, and the compiled engine's fallback when the C extension is not built."""
 
 from __future__ import annotations
 
+import math
+import platform
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -93,3 +96,77 @@ def test_compiled_engine_is_built_and_reads_unaligned_chunks():
     codes = values.astype(np.float16).view(np.int16)
     odd = np.frombuffer(b"\0" + codes.tobytes(), np.int16, offset=1)
     assert COMPILED.float16(odd) == COMPILED.float16(codes)
+
+
+def _cpu_flags() -> set[str]:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def test_fused_summaries_are_used_exactly_where_the_cpu_has_avx2_f16c_and_pclmulqdq():
+    expected = platform.machine() in ("x86_64", "AMD64") and {"avx2", "f16c", "pclmulqdq"} <= _cpu_flags()
+    assert bool(moments._fused.fused_summary_supported) == expected
+    assert (COMPILED.float32_summary is not None) == (COMPILED.float16_summary is not None) == expected
+
+
+fused = pytest.mark.skipif(
+    moments._fused is None or not moments._fused.fused_summary_supported, reason="needs AVX2, F16C and PCLMULQDQ"
+)
+
+
+def _fused_summary(values: np.ndarray):
+    if values.dtype == np.float16:
+        return COMPILED.float16_summary(values.view(np.int16))
+    return COMPILED.float32_summary(values)
+
+
+@fused
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("offset", [0, 1, 2, 3])
+def test_fused_summary_crc_is_zlibs_at_every_length_and_alignment(offset, dtype):
+    """Every tail length after the 64-byte blocks, the moment blocks' boundaries, and random bit patterns (NaN
+    codes included: the CRC is over bytes)."""
+    rng = np.random.default_rng(offset)
+    itemsize = np.dtype(dtype).itemsize
+    for length in [*range(80), BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 15, 2 * BLOCK + 16, 5 * BLOCK + 3]:
+        raw = rng.integers(0, 256, offset + itemsize * length, dtype=np.uint8).tobytes()
+        values = np.frombuffer(raw, dtype, count=length, offset=offset)
+        assert _fused_summary(values)[4] == zlib.crc32(raw[offset:]), length
+
+
+@fused
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("sign", ["mixed", "positive", "negative"])
+@pytest.mark.parametrize("size", [*SIZES, 4 * BLOCK + 16, 20 * BLOCK + 1])
+def test_fused_summary_moments(size, sign, dtype):
+    values = _values(size, sign, dtype)
+    low, high, total, squares, _ = _fused_summary(values)
+    wide = values.astype(np.float64)
+    assert (low, high) == (wide.min(), wide.max())
+    assert total == pytest.approx(wide.sum(), rel=1e-6, abs=1e-6 * np.abs(wide).sum())
+    assert squares == pytest.approx(np.dot(wide, wide), rel=1e-6)
+
+
+@fused
+def test_fused_float16_summary_widens_every_finite_code_exactly():
+    codes = np.arange(1 << 16, dtype=np.uint16)
+    finite = codes[(codes & 0x7C00) != 0x7C00].view(np.float16)
+    for values in (finite, finite[finite > 0], finite[finite < 0]):
+        low, high, total, squares, _ = _fused_summary(values)
+        wide = values.astype(np.float64)
+        assert (low, high) == (wide.min(), wide.max())
+        assert squares == pytest.approx(np.dot(wide, wide), rel=1e-6)
+        assert abs(total - wide.sum()) <= 1e-6 * np.abs(wide).sum()
+
+
+@fused
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_fused_summary_sums_are_non_finite_with_nan_or_inf(dtype):
+    for position in (5, BLOCK + 5, 3 * BLOCK - 1):  # in the 64-byte blocks and in the tail
+        for special in (np.nan, np.inf, -np.inf):
+            values = _values(3 * BLOCK, "mixed", dtype)
+            values[position] = special
+            _, _, total, squares, _ = _fused_summary(values)
+            assert not (math.isfinite(total) and math.isfinite(squares)), (position, special)
