@@ -8,6 +8,9 @@ written once into a work directory; then, in the same run:
 - the same in statistics mode;
 - tensor mode again with `--jobs 1`: one process instead of a main process, a fork server and two workers, the
   memory side of the trade-off;
+- cold: the plain read and the tensor-mode compare again, each after the dumps were dropped from the page cache
+  (`posix_fadvise(POSIX_FADV_DONTNEED)` on every file): the usual case for a dump of hundreds of GB, which
+  cannot stay cached between the inference that wrote it and the compare;
 - peak memory of each, sampled from /proc every 20 ms over the process tree in one more run (not timed: the
   sampling takes CPU from the compare): PSS summed (shared pages split between the processes, the memory really
   used) against the target 2 x the largest tensor + 200 MB, and RSS summed (which counts shared pages once per
@@ -37,6 +40,17 @@ from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_
 
 def read_all(roots) -> int:
     return read_plainly(os.path.join(d, name) for root in roots for d, _, files in os.walk(root) for name in files)
+
+
+def drop_from_cache(roots) -> None:
+    for root in roots:
+        for directory, _, files in os.walk(root):
+            for name in files:
+                fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
 
 
 def tree_memory(pid: int) -> tuple[int, int]:
@@ -156,6 +170,26 @@ def main() -> int:
             results[(mode, jobs)] = (statistics.median(times), peak_memory)
             print(done.stdout.splitlines()[1] if len(done.stdout.splitlines()) > 1 else done.stdout)
 
+        cold_reads, cold_compares = [], []
+        for _ in range(args.repeat):
+            drop_from_cache([target, golden])
+            start = time.perf_counter()
+            read_all([target, golden])
+            cold_reads.append(time.perf_counter() - start)
+            drop_from_cache([target, golden])
+            out = work / "report_cold"
+            shutil.rmtree(out, ignore_errors=True)
+            elapsed, _, done = run_measured(
+                [*tcmp, "compare", "-m", "torchair", "-tp", str(target), "-gp", str(golden), "-o", str(out),
+                 "--data-mode", "tensor", "--jobs", str(cores)],
+                sample_memory=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                print(done.stdout, done.stderr)
+                return 1
+            cold_compares.append(elapsed)
+        cold_read, cold_compare = statistics.median(cold_reads), statistics.median(cold_compares)
+
         rss_target = 2 * largest + 200e6
         print()
         print(f"{'measure':<34}{'value':>12}{'ratio / target':>22}")
@@ -164,6 +198,11 @@ def main() -> int:
             label = f"{mode}-mode compare, --jobs {jobs}"
             target_note = " (<= 3x)" if mode == "tensor" and jobs > 1 else ""
             print(f"{label:<34}{elapsed:>11.2f}s{elapsed / baseline:>15.2f}x{target_note}")
+        print(f"{'cold: plain read':<34}{cold_read:>11.2f}s{'1.00x':>22}")
+        print(f"{f'cold: tensor-mode compare, --jobs {cores}':<34}{cold_compare:>11.2f}s"
+              f"{cold_compare / cold_read:>15.2f}x (<= 3x)")  # fmt: skip
+        if cold_read < 2 * baseline:
+            print("(the cold runs were not cold: posix_fadvise did not drop the dumps from the page cache here)")
         for (mode, jobs), (_, (rss, pss)) in results.items():
             print(f"{f'peak PSS, {mode}, --jobs {jobs}':<34}{pss / 1e6:>10.0f}MB{pss / rss_target:>15.2f} of "
                   f"{rss_target / 1e6:.0f} MB (RSS summed over processes: {rss / 1e6:.0f} MB)")  # fmt: skip
