@@ -57,11 +57,14 @@ class TensorLoader:
     same golden tensor it gives the same metrics)."""
 
     def __init__(
-        self, headers: Optional[Mapping[Path, GeDump]] = None, cache_size: int = 4, byte_budget: int = 16 << 20
+        self, headers: Optional[Mapping[Path, GeDump]] = None, cache_size: int = 4, byte_budget: int = 4 << 20
     ) -> None:
         self.headers = dict(headers or {})
         self.cache_size = cache_size
-        self.byte_budget = byte_budget  # what the caches may hold, so memory stays flat whatever the dump size
+        # what the caches may hold, so memory stays flat whatever the dump size: 4 MiB is ~60 activations of 32K
+        # fp16 elements, more than lie between a producer's output and its consumers; 16 MiB cost ~12 MB of PSS
+        # over a compare's two processes (bench_compare) and bought no measurable time
+        self.byte_budget = byte_budget
         self._bytes = 0
         self._readers: OrderedDict = OrderedDict()
         self._merged: OrderedDict = OrderedDict()

@@ -4,6 +4,7 @@ processes with `jobs` > 1), judge them, and find where accuracy is first lost.""
 from __future__ import annotations
 
 import enum
+import gc
 import heapq
 import math
 import os
@@ -332,12 +333,16 @@ def _start_workers(jobs: int) -> Optional[ProcessPoolExecutor]:
     pool = ProcessPoolExecutor(
         max_workers=jobs - 1, mp_context=multiprocessing.get_context("fork" if fork else "spawn")
     )
+    if fork:
+        gc.freeze()  # the workers' collector then never walks (and so never copies) the pages they inherit
     try:
         for _ in range(jobs - 1):
             pool.submit(os.getpid)  # starts the workers now instead of at the first unit
     except (OSError, RuntimeError):  # no processes here (sandbox, limits): the main process does everything
         pool.shutdown(wait=False)
         return None
+    finally:
+        gc.unfreeze()
     return pool
 
 

@@ -7,6 +7,7 @@ the first faulty op in execution order; every target op execution is either in t
 
 from __future__ import annotations
 
+import gc
 import math
 import shutil
 import threading
@@ -198,6 +199,17 @@ def test_cli_starts_its_workers_while_it_runs_no_thread(multi_rank, cli, tmp_pat
     result = cli("compare", "-tp", multi_rank.target, "-gp", multi_rank.golden_fx, "-o", tmp_path, "--jobs", "3")
     assert result.exit_code == 0, result.output
     assert [count for count, _ in seen] == [3] and seen[0][1] <= before
+
+
+def test_forked_workers_never_walk_the_objects_they_inherit_and_the_main_process_collects_as_before():
+    """gc.freeze() before the fork: a worker's collector would otherwise touch, and so copy, every inherited page
+    holding a Python object; the main process unfreezes once its workers run. (Spawned workers, where a thread
+    runs, inherit nothing.)"""
+    forked = threading.active_count() == 1
+    with run.compare_workers(2) as pool:
+        assert pool is not None and gc.get_freeze_count() == 0
+        frozen_in_worker = pool.submit(gc.get_freeze_count).result()
+    assert (frozen_in_worker > 0) == forked
 
 
 def test_rank_option(multi_rank):
