@@ -209,7 +209,7 @@ def summarize(array: np.ndarray, *, with_crc: bool = True, engine: Engine = COMP
     array = np.asarray(array)
     if array.dtype.byteorder == ">":  # a big-endian .npy: its values, in the byte order the canonical bytes use
         array = array.astype(array.dtype.newbyteorder("<"))
-    flat = array.reshape(-1)  # C order, as the canonical bytes
+    flat = np.ascontiguousarray(array).reshape(-1)  # C order, as the canonical bytes; strided views copied
     running = _RunningCrc() if with_crc and flat.dtype in _OWN_BYTES_CANONICAL else None
     crc = crc32_of(array) if with_crc and running is None else None
     acc = _Accumulator(engine=engine)

@@ -191,3 +191,14 @@ def test_big_endian_arrays_summarize_as_their_values(dtype, engine):
     big = values.astype(">" + dtype)
     assert repr(summarize(big, engine=engine)) == repr(summarize(values, engine=engine))
     assert_matches(big, engine)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, ml_dtypes.bfloat16, np.int32])
+def test_strided_and_fortran_ordered_views_summarize_as_their_values(dtype, engine):
+    values = (np.random.default_rng(15).standard_normal(2 * CHUNK + 6) * 100).astype(dtype)
+    strided = values[::2]
+    assert not strided.flags.c_contiguous
+    assert repr(summarize(strided, engine=engine)) == repr(summarize(strided.copy(), engine=engine))
+    fortran = np.asfortranarray(values[: 6 * 1000].reshape(6, 1000))
+    assert repr(summarize(fortran, engine=engine)) == repr(summarize(np.ascontiguousarray(fortran), engine=engine))
+    assert_matches(strided, engine)
