@@ -30,6 +30,7 @@ from .executions import fx_calls, ge_executions
 from .fusion import GraphView
 from .match import match_token
 from .metrics import NA, Mode, fused_loop_built
+from .prefetch import read_ahead, read_headers_ahead
 from .records import Role, Row, Unmatched, UnmatchedKind
 from .table import RenderedRows, render_rows
 from .verdict import Result, Thresholds, colour, magnitude_jump
@@ -248,6 +249,7 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
     find the token's divergence and worst rows."""
     view = GraphView(unit.graph) if unit.graph is not None else None
     stored = _stored_summaries(unit) if unit.deleted else {}
+    read_headers_ahead((*unit.target_files, *(unit.golden_files or ())))
     executions = ge_executions(unit.target_files, stored)
     if unit.golden_files is None or (unit.kind is GoldenKind.FX and view is None):
         if unit.golden_files is None:
@@ -272,7 +274,7 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
         result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden)
     headers = {h.path: h for e in (*executions, *golden) for h in e.headers}
     loader = TensorLoader(headers)
-    rows = _with_colours([evaluate(p, mode, thresholds, loader) for p in result.pairs], thresholds)
+    rows = _with_colours([evaluate(p, mode, thresholds, loader) for p in read_ahead(result.pairs)], thresholds)
     return _UnitResult(
         table=render_rows(rows, mode),
         counts=_count(rows),
