@@ -15,7 +15,9 @@ from tcmp.schemas.layout import FileKind
 
 @pytest.fixture
 def advised(monkeypatch):
-    """(path, length) of every WILLNEED request, in order."""
+    """(path, length) of every WILLNEED request, in order; the files written by the test count as on disk (read
+    ahead) unless it says otherwise."""
+    monkeypatch.setattr(prefetch, "_in_page_cache", lambda path, at_end: False)
     calls = []
     real = os.posix_fadvise
 
@@ -77,3 +79,48 @@ def test_a_file_that_vanished_is_left_to_the_reader(tmp_path, advised):
     assert list(prefetch.read_ahead(pairs)) == pairs
     prefetch.read_headers_ahead([missing])
     assert [path for path, _ in advised] == [str(present.path)]
+
+
+def test_a_dump_in_the_page_cache_is_not_read_ahead(tmp_path, advised, monkeypatch):
+    files = [_file(tmp_path / f"Add.add_{i}.1.1.1", 5000, FileKind.GE_BINARY) for i in range(20)]
+    probed = []
+
+    def cached(path, at_end):
+        probed.append((path, at_end))
+        return True
+
+    monkeypatch.setattr(prefetch, "_in_page_cache", cached)
+    pairs = [SimpleNamespace(npu=_ref(f), bench=_ref(f)) for f in files]
+    assert list(prefetch.read_ahead(pairs)) == pairs
+    prefetch.read_headers_ahead(files)
+    assert advised == []
+    # a few files spread over the token, their last byte for the pairs and their header for the planning
+    assert len(probed) == 2 * prefetch.SAMPLES
+    in_use_order = [f.path for f in files for _ in ("npu", "bench")]
+    spread = in_use_order[:: len(in_use_order) // prefetch.SAMPLES][: prefetch.SAMPLES]
+    assert [p for p, at_end in probed if at_end] == spread and spread[-1] == files[-3].path
+    assert not all(at_end for _, at_end in probed)
+
+
+def test_one_file_on_disk_among_the_samples_is_enough_to_read_ahead(tmp_path, advised, monkeypatch):
+    files = [_file(tmp_path / f"f{i}", 100) for i in range(20)]
+    monkeypatch.setattr(prefetch, "_in_page_cache", lambda path, at_end: path != files[10].path)
+    pairs = [SimpleNamespace(npu=_ref(f), bench=_ref(f)) for f in files]
+    list(prefetch.read_ahead(pairs))
+    assert len(advised) == len(files)
+
+
+def test_page_cache_probe(tmp_path, monkeypatch):
+    """Real: a file just written is in the page cache. A read that would wait for the disk (stand-in: the
+    EAGAIN RWF_NOWAIT gives then) or cannot be asked that way (an older kernel) counts as on disk."""
+    path = tmp_path / "written"
+    path.write_bytes(b"x" * 10_000)
+    assert prefetch._in_page_cache(path, at_end=True) and prefetch._in_page_cache(path, at_end=False)
+    for error in (BlockingIOError(11, "would block"), OSError(95, "not supported")):
+
+        def failing(*args, error=error):
+            raise error
+
+        monkeypatch.setattr(prefetch.os, "preadv", failing)
+        assert not prefetch._in_page_cache(path, at_end=True)
+    assert prefetch._in_page_cache(tmp_path / "missing", at_end=True)  # gone: nothing to read ahead
