@@ -293,6 +293,7 @@ static uint32_t crc32_bytes(uint32_t crc, const unsigned char *p, Py_ssize_t n) 
 static int fused_summary_supported = 0;
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define FUSED_TARGET __attribute__((target("avx2,f16c,pclmul,sse4.1")))
 #define FOLD(x, k, data) \
@@ -402,9 +403,12 @@ FUSED_TARGET static uint32_t float16_crc_moments(const unsigned char *p, Py_ssiz
 }
 
 static void detect_fused_summary(void) {
+    /* F16C from CPUID itself: __builtin_cpu_supports learnt "f16c" only in recent compilers (not GCC 7, which NPU
+     * servers' distributions still ship); "avx2" also checks that the OS saves the YMM registers */
+    unsigned int eax, ebx, ecx = 0, edx;
+    int f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
     __builtin_cpu_init();
-    fused_summary_supported =
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("pclmul");
+    fused_summary_supported = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul");
 }
 #else
 static uint32_t float32_crc_moments(const unsigned char *p, Py_ssize_t nbytes, moments_t *m) {
