@@ -219,30 +219,43 @@ static inline float float32_of_half_code(uint16_t code) {
 MOMENTS_LOOP(float32_moments_loop, uint32_t, int32_t, INT32_MIN, UINT32_MAX, float32_of_code)
 MOMENTS_LOOP(float16_moments_loop, uint16_t, int16_t, INT16_MIN, UINT16_MAX, float32_of_half_code)
 
+/* The buffer of a float16 (`half`) or float32 argument; 0, or -1 with an exception set. */
+static int element_buffer(PyObject *arg, int half, Py_buffer *v) {
+    if (!PyArg_Parse(arg, "y*", v)) return -1;
+    if (v->len % (half ? 2 : 4)) {
+        PyErr_Format(PyExc_ValueError, "%zd bytes is not a whole number of elements", v->len);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
+/* The extremes from the codes' extremes (see above); a float16 sum becomes NaN when inf or NaN codes are there. */
+static void extremes(moments_t *m, int half, double *low, double *high) {
+    if (half) {
+        uint16_t umax = (uint16_t)m->unsigned_max, umin = (uint16_t)m->unsigned_min;
+        int16_t smax = (int16_t)m->signed_max;
+        if (umax >= 0xFC00u || smax >= 0x7C00) m->sum = NAN;
+        *low = float32_of_half_code(umax >= 0x8000u ? umax : umin);
+        *high = float32_of_half_code(smax >= 0 ? (uint16_t)smax : umin);
+    } else {
+        bits32_t lo = {m->unsigned_max >= 0x80000000u ? m->unsigned_max : m->unsigned_min};
+        bits32_t hi = {m->signed_max >= 0 ? (uint32_t)m->signed_max : m->unsigned_min};
+        *low = lo.f, *high = hi.f;
+    }
+}
+
 static PyObject *moments(PyObject *arg, int half) {
     Py_buffer v;
-    if (!PyArg_Parse(arg, "y*", &v)) return NULL;
-    Py_ssize_t itemsize = half ? 2 : 4;
-    if (v.len % itemsize) {
-        PyBuffer_Release(&v);
-        return PyErr_Format(PyExc_ValueError, "%zd bytes is not a whole number of elements", v.len);
-    }
+    if (element_buffer(arg, half, &v) < 0) return NULL;
     moments_t m;
     double low, high;
     Py_BEGIN_ALLOW_THREADS
-    if (half) {
+    if (half)
         float16_moments_loop(v.buf, v.len / 2, &m);
-        uint16_t umax = (uint16_t)m.unsigned_max, umin = (uint16_t)m.unsigned_min;
-        int16_t smax = (int16_t)m.signed_max;
-        if (umax >= 0xFC00u || smax >= 0x7C00) m.sum = NAN; /* inf or NaN codes */
-        low = float32_of_half_code(umax >= 0x8000u ? umax : umin);
-        high = float32_of_half_code(smax >= 0 ? (uint16_t)smax : umin);
-    } else {
+    else
         float32_moments_loop(v.buf, v.len / 4, &m);
-        bits32_t lo = {m.unsigned_max >= 0x80000000u ? m.unsigned_max : m.unsigned_min};
-        bits32_t hi = {m.signed_max >= 0 ? (uint32_t)m.signed_max : m.unsigned_min};
-        low = lo.f, high = hi.f;
-    }
+    extremes(&m, half, &low, &high);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&v);
     return Py_BuildValue("(dddd)", low, high, m.sum, m.squares);
@@ -426,12 +439,7 @@ static PyObject *fused_summary(PyObject *arg, int half) {
         return NULL;
     }
     Py_buffer v;
-    if (!PyArg_Parse(arg, "y*", &v)) return NULL;
-    Py_ssize_t itemsize = half ? 2 : 4;
-    if (v.len % itemsize) {
-        PyBuffer_Release(&v);
-        return PyErr_Format(PyExc_ValueError, "%zd bytes is not a whole number of elements", v.len);
-    }
+    if (element_buffer(arg, half, &v) < 0) return NULL;
     const unsigned char *p = v.buf;
     Py_ssize_t main_bytes = v.len & ~(Py_ssize_t)63, tail_bytes = v.len - main_bytes;
     moments_t m = {half ? INT16_MIN : INT32_MIN, 0, half ? UINT16_MAX : UINT32_MAX, 0.0, 0.0}, tail;
@@ -450,17 +458,7 @@ static PyObject *fused_summary(PyObject *arg, int half) {
         m.unsigned_min = tail.unsigned_min < m.unsigned_min ? tail.unsigned_min : m.unsigned_min;
         m.sum += tail.sum, m.squares += tail.squares;
     }
-    if (half) {
-        uint16_t umax = (uint16_t)m.unsigned_max, umin = (uint16_t)m.unsigned_min;
-        int16_t smax = (int16_t)m.signed_max;
-        if (umax >= 0xFC00u || smax >= 0x7C00) m.sum = NAN; /* inf or NaN codes */
-        low = float32_of_half_code(umax >= 0x8000u ? umax : umin);
-        high = float32_of_half_code(smax >= 0 ? (uint16_t)smax : umin);
-    } else {
-        bits32_t lo = {m.unsigned_max >= 0x80000000u ? m.unsigned_max : m.unsigned_min};
-        bits32_t hi = {m.signed_max >= 0 ? (uint32_t)m.signed_max : m.unsigned_min};
-        low = lo.f, high = hi.f;
-    }
+    extremes(&m, half, &low, &high);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&v);
     if (v.len == 0) return Py_BuildValue("(ddddk)", NAN, NAN, 0.0, 0.0, 0ul);
