@@ -146,6 +146,29 @@ def _resolve(view: Optional[GraphView], e: GeExecution) -> Optional[_Resolved]:
     return _Resolved(tuple(view.graph.op(m) for m in found.members), fused=True, truncated=found.truncated)
 
 
+def _fused_output(
+    view: GraphView, e: GeExecution, resolved: _Resolved, j: int
+) -> tuple[Optional[tuple[GraphOp, int]], str]:
+    """The member output a fused op's output `j` stands for: the header's `original_op` when the graph has that
+    op, else the members' j-th external output (unless the fused name was truncated: its members are then only a
+    guess). With it, the row's note ("" for none), or without it, why not. Both goldens (FX, fusion-off GE) go
+    through here."""
+    original = e.original_ops[j] if j < len(e.original_ops) else None
+    if original is not None:
+        op = view.op(original[0])
+        if op is not None:
+            return (op, original[1]), f"via original_op {op.name}:{original[1]}"
+        missing = f"original_op {original[0]} is not in the graph"
+    else:
+        missing = "no original_op in the header"
+    if resolved.truncated:
+        return None, f"fused name truncated to {{first}}_ub_fusion and {missing}"
+    outputs = view.external_outputs([m.name for m in resolved.members])
+    if j >= len(outputs):
+        return None, "fused op output without a member output"
+    return outputs[j], f"{missing}: the fusion's external output {j} instead" if original is not None else ""
+
+
 def _stack(resolved: _Resolved) -> Optional[str]:
     return next((m.stack_info for m in resolved.members if m.stack_info), None)
 
@@ -204,25 +227,13 @@ class FxMatcher:
         self._inputs(e, resolved, stack)
         self._outputs(e, resolved, stack)
 
-    def _output_source(self, e: GeExecution, resolved: _Resolved, j: int) -> Optional[tuple[GraphOp, int]]:
-        if not resolved.fused:
-            return resolved.members[0], j
-        original = e.original_ops[j] if j < len(e.original_ops) else None
-        if original is not None:
-            op = self.view.op(original[0])
-            return (op, original[1]) if op is not None else None
-        if resolved.truncated:
-            return None
-        outputs = self.view.external_outputs([m.name for m in resolved.members])
-        return outputs[j] if j < len(outputs) else None
-
     def _outputs(self, e: GeExecution, resolved: _Resolved, stack: Optional[str]) -> None:
         for j in range(len(e.outputs)):
-            source = self._output_source(e, resolved, j)
+            source, note = (
+                _fused_output(self.view, e, resolved, j) if resolved.fused else ((resolved.members[0], j), "")
+            )
             if source is None:
-                why = "fused name truncated to {first}_ub_fusion and no original_op in the header" if (
-                    resolved.truncated) else "fused op output without a member output"  # fmt: skip
-                self.ctx.no_partner(e, IO.OUTPUT, j, why)
+                self.ctx.no_partner(e, IO.OUTPUT, j, note)
                 continue
             op, index = source
             desc = op.outputs[index] if index < len(op.outputs) else None
@@ -236,8 +247,7 @@ class FxMatcher:
             if file is None:
                 self.ctx.no_partner(e, IO.OUTPUT, j, f"golden file missing: {fx} in token {self.ctx.token}")
                 continue
-            notes = [f"via original_op {op.name}:{index}"] if resolved.fused and e.original_ops[j:j + 1] != (None,) \
-                else []  # fmt: skip
+            notes = (note,) if note else ()
             self.ctx.pair(e, IO.OUTPUT, j, self.ctx.fx_ref(file, IO.OUTPUT, fx.output_index), notes, stack)
 
     def _edges(self, resolved: _Resolved) -> list[tuple[GraphOp, InputEdge]]:
@@ -373,7 +383,6 @@ class GeMatcher:
         view = self.view
         assert view is not None
         _note_fusion(self.ctx.result, e, resolved)
-        members = [m.name for m in resolved.members]
         inputs = _group_inputs(view, resolved)
         for k in range(len(e.inputs)):
             if k >= len(inputs):
@@ -385,21 +394,18 @@ class GeMatcher:
                 self.ctx.no_partner(e, IO.INPUT, k, f"golden data missing for member {member.name}")
                 continue
             self._positional(e, golden, IO.INPUT, index, k, (f"member {member.name} input {index}",))
-        outputs = view.external_outputs(members)
         for j in range(len(e.outputs)):
-            original = e.original_ops[j] if j < len(e.original_ops) else None
-            op = view.op(original[0]) if original else None
-            source = (op, original[1]) if op is not None else (outputs[j] if j < len(outputs) and not resolved.truncated
-                                                               else None)  # fmt: skip
+            source, note = _fused_output(view, e, resolved, j)
             if source is None:
-                self.ctx.no_partner(e, IO.OUTPUT, j, "fused op output without a member output")
+                self.ctx.no_partner(e, IO.OUTPUT, j, note)
                 continue
             member, index = source
             golden = self._golden(member.name, e.execution)
             if golden is None:
                 self.ctx.no_partner(e, IO.OUTPUT, j, f"golden data missing for member {member.name}")
                 continue
-            self._positional(e, golden, IO.OUTPUT, index, j, (f"member {member.name} output {index}",))
+            notes = (note,) if note else ()
+            self._positional(e, golden, IO.OUTPUT, index, j, (*notes, f"member {member.name} output {index}"))
 
 
 def match_token(

@@ -19,6 +19,8 @@ from tcmp.compare import metrics, run
 from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.verdict import Result
+from tcmp.schemas import proto
+from tcmp.schemas.ge_dump import LENGTH_PREFIX
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, FxEra, Scenario, ScenarioConfig, write_scenario
@@ -353,3 +355,41 @@ def test_missing_or_broken_graph_file(tmp_path):
         graph.unlink()
     with pytest.raises(CompareError, match="no dynamo_original_graph"):
         run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+
+
+def _rename_original_ops(path, name: str) -> int:
+    """Rewrite a GE dump's header so every output's original_op names `name` (as after a graph pass renamed the
+    op); the payloads stay as they are. Returns how many outputs carried one."""
+    data = path.read_bytes()
+    (length,) = LENGTH_PREFIX.unpack_from(data)
+    header = proto.DumpData.FromString(data[LENGTH_PREFIX.size : LENGTH_PREFIX.size + length])
+    renamed = 0
+    for output in header.output:
+        if output.HasField("original_op"):
+            output.original_op.name = name
+            renamed += 1
+    new_header = header.SerializeToString()
+    path.write_bytes(LENGTH_PREFIX.pack(len(new_header)) + new_header + data[LENGTH_PREFIX.size + length :])
+    return renamed
+
+
+def test_an_original_op_missing_from_the_graph_falls_back_to_the_fusion_outputs_for_both_goldens(tmp_path):
+    """The header's original_op names an op the graph does not have: both goldens (FX, fusion-off GE) pair the
+    fused op's outputs with the fusion's external outputs, and say so (the FX matcher used to drop them)."""
+    config = ScenarioConfig(model=ModelConfig(layers=2), tokens=1, faults=(), write_fusion_off=True)
+    scenario = write_scenario(tmp_path, config)
+    fused = [op for op in scenario.target_ops if op.members and len(op.paths) == 1]
+    renamed = {op.op_name: _rename_original_ops(op.paths[0], "renamed_by_a_later_pass") for op in fused}
+    assert any(renamed.values())
+    for golden in (scenario.golden_fx, scenario.golden_ge):
+        result, _ = run_compare(CompareOptions(scenario.target, golden), keep_rows=True)
+        rows = result.ranks[0].rows
+        for op_name, count in renamed.items():
+            if not count:
+                continue
+            outputs = [r for r in rows if r.pair.op_name == op_name and r.pair.io.value == "output"]
+            assert len(outputs) == count, (golden, op_name)
+            assert all(r.result is Result.PASS for r in outputs)
+            assert all(any("renamed_by_a_later_pass is not in the graph" in m for m in r.messages) for r in outputs)
+        target_unmatched = [u for u in result.ranks[0].unmatched if u.role is Role.TARGET and u.op_name in renamed]
+        assert not [u for u in target_unmatched if u.io is not None and u.io.value == "output"]
