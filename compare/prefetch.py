@@ -16,6 +16,7 @@ from tcmp.schemas.layout import DumpFile, FileKind
 from .records import Pair
 
 AHEAD_BYTES = 64 << 20  # how far ahead of the comparison the reads may run
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # a FIFO named like a dump file must not block
 HEADER_BYTES = 16 << 10  # GE headers are a few KB; the kernel reads ahead of a first read by more anyway
 
 
@@ -23,7 +24,7 @@ def _advise(path: Path, length: int = 0) -> int:
     """Start reading one file (its first `length` bytes; 0: all of it); its size (0 when it cannot be opened: the
     reader will say why)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError:
         return 0
     try:
@@ -42,7 +43,7 @@ def _in_page_cache(path: Path, at_end: bool) -> bool:
     """Is the file's first (or last) byte in the page cache? A read with RWF_NOWAIT fails rather than wait for
     the disk. False where that cannot be told (older kernels, other systems): then read ahead."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError:
         return True  # gone: nothing to read ahead for it
     try:

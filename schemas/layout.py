@@ -323,6 +323,11 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
             if entry.is_symlink() and not _inside(path, root):
                 problems.append(Unrecognized(path, "symlink pointing outside the dump tree; not followed"))
                 continue
+            if not entry.is_file():  # opening a FIFO would wait for a writer
+                problems.append(
+                    Unrecognized(path, "not a regular file (a FIFO, socket or device, or a broken symlink)")
+                )
+                continue
             if mapping is None and is_hashed_name(entry.name):
                 try:
                     mapping = read_mapping(directory)  # once per directory, only when needed

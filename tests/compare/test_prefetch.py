@@ -5,12 +5,15 @@ has_raw); the files are real, so the requests go through real posix_fadvise call
 from __future__ import annotations
 
 import os
+import threading
 from types import SimpleNamespace
 
 import pytest
 
 from tcmp.compare import prefetch
 from tcmp.schemas.layout import FileKind
+
+PROBE = prefetch._in_page_cache  # the real probe, which the fixture below replaces in the module
 
 
 @pytest.fixture
@@ -124,3 +127,24 @@ def test_page_cache_probe(tmp_path, monkeypatch):
         monkeypatch.setattr(prefetch.os, "preadv", failing)
         assert not prefetch._in_page_cache(path, at_end=True)
     assert prefetch._in_page_cache(tmp_path / "missing", at_end=True)  # gone: nothing to read ahead
+
+
+def test_a_fifo_named_like_a_dump_file_does_not_block(tmp_path, advised):
+    """Opening a FIFO for reading waits for a writer, unless non-blocking: the calls must all return."""
+    fifo = tmp_path / "Add.add_1.1.1.1"
+    os.mkfifo(fifo)
+    files = [SimpleNamespace(path=fifo, kind=FileKind.GE_BINARY)]
+    pairs = [SimpleNamespace(npu=_ref(files[0]), bench=_ref(files[0]))]
+    done = threading.Event()
+
+    def work():
+        prefetch.read_headers_ahead(files)
+        assert list(prefetch.read_ahead(pairs)) == pairs
+        PROBE(fifo, at_end=True)
+        PROBE(fifo, at_end=False)
+        done.set()
+
+    worker = threading.Thread(target=work, daemon=True)  # a blocked open would keep it, not the test run
+    worker.start()
+    worker.join(timeout=30)
+    assert done.is_set()

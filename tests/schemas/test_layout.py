@@ -328,6 +328,10 @@ def damaged_tree(tmp_path):
     planted["linked_dir_outside"].symlink_to(outside / "gm_x_dump", target_is_directory=True)
     link_inside = ge_step / "Add.Add_8.1.2.1764400000000998"
     link_inside.symlink_to(ge_file)
+    planted["fifo"] = ge_step / "Add.Add_7.1.2.1764400000000997"
+    os.mkfifo(planted["fifo"])  # reading it would wait for a writer forever
+    planted["broken_link"] = ge_step / "Add.Add_6.1.2.1764400000000996"
+    planted["broken_link"].symlink_to(ge_step / "gone")
     return scenario, planted, link_inside, clean_dump_files
 
 
@@ -340,6 +344,8 @@ PROBLEM_REASONS = {
     "link_outside": "outside the dump tree",
     "linked_dir": "symlinked directory",
     "linked_dir_outside": "symlinked directory",
+    "fifo": "not a regular file",
+    "broken_link": "not a regular file",
 }
 
 
