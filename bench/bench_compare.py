@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from baseline import read_plainly
+from baseline import drop_cache, read_plainly
 
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
@@ -46,11 +46,7 @@ def drop_from_cache(roots) -> None:
     for root in roots:
         for directory, _, files in os.walk(root):
             for name in files:
-                fd = os.open(os.path.join(directory, name), os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
+                drop_cache(os.path.join(directory, name))
 
 
 def tree_memory(pid: int) -> tuple[int, int]:

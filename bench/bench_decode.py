@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-from baseline import CHUNK, read_plainly
+from baseline import CHUNK, drop_cache, read_plainly
 
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.formats import Format
@@ -129,14 +129,6 @@ def decode(path: Path, buffer: np.ndarray) -> np.ndarray:
 def decode_read_pass(path: Path) -> int:
     array = np.ascontiguousarray(load(path))
     return int(np.add.reduce(array.reshape(-1).view(np.uint8).view(np.uint64)))
-
-
-def drop_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def timed(run: Callable[[], object], before: Optional[Callable[[], None]]) -> float:

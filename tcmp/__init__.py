@@ -14,7 +14,7 @@ def one_blas_thread() -> None:
         os.environ.setdefault(variable, "1")
 
 
-# Summarizing is bound by memory bandwidth and the CRC, ~3-5 GB/s per worker: four outrun any disk a dump is
+# Summarizing is bound by memory bandwidth and the CRC, ~4-7 GB/s per worker: four outrun any disk a dump is
 # written to. One per core would start 192 processes on a 192-core NPU host, ~40 MB each, to compete with the
 # inference the dump comes from.
 MAX_DEFAULT_WATCH_WORKERS = 4
