@@ -1,5 +1,9 @@
 """Everything a compare needs before any tensor is read: both dump trees walked, the golden's type detected, ranks
-and runs checked, and every GE graph of every rank bound to its graph file and its golden files.
+and runs checked, and every GE graph of every rank bound to its graph file and its golden directories.
+
+The plan is made of directories, not files: all files of a step directory share the rank, token, model and run
+its path gives, so a dump of a million files is planned from a few thousand records, and each token's files are
+listed (their names parsed) in the worker that compares the token. Binding by content reads one token's names.
 
 Bindings go by names where the names allow it (`graph_{N}` model directories to `dynamo_original_graph_{N}` files,
 fusion-off model directories by their name) and by content otherwise (the FX node keys a graph's `_fx_tensor_name`s
@@ -15,7 +19,7 @@ import os
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -23,9 +27,19 @@ from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphKind
 from tcmp.schemas.graph_cache import load_graph
-from tcmp.schemas.index import FileState, IndexedFile, IndexUnusable, find_index, open_index
-from tcmp.schemas.layout import DumpFile, DumpTree, GraphFile, discover, graph_number_of
-from tcmp.schemas.records import Side
+from tcmp.schemas.index import IndexUnusable, find_index, open_index
+from tcmp.schemas.layout import (
+    DumpDir,
+    DumpFile,
+    DumpOutline,
+    GraphFile,
+    Unrecognized,
+    dump_names,
+    graph_number_of,
+    outline,
+    scan_directory,
+)
+from tcmp.schemas.records import FileSummary, Side
 
 from .records import CompareError, Role, Unmatched, UnmatchedKind
 
@@ -39,42 +53,72 @@ class GoldenKind(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class DumpSource:
+    """One side's dump tree as a compare reads it: its root, its FX step base and `tcmp watch`'s index for it.
+    Small and picklable: a unit's worker lists the unit's directories itself."""
+
+    root: Path
+    fx_token_base: Optional[int] = None
+    index: Optional[Path] = None
+
+    def listing(self, dirs: Sequence[DumpDir]) -> Listing:
+        """The dump files of `dirs` (on disk, and those only the index knows, with their stored summaries), in
+        path order, and the files that look like dumps but cannot be used."""
+        files: list[DumpFile] = []
+        problems: list[Unrecognized] = []
+        for d in dirs:
+            if d.on_disk:
+                scan = scan_directory(self.root, d.path, side=d.side, fx_token_base=self.fx_token_base)
+                files += scan.files
+                problems += scan.problems
+        stored: dict[Path, FileSummary] = {}
+        indexed = [d for d in dirs if d.indexed]
+        if indexed and self.index is not None:
+            with open_index(self.index) as reader:
+                deleted = [f for d in indexed for f in reader.deleted_in(d.path) if not os.path.lexists(f.path)]
+                stored.update((s.path, s) for s in reader.summaries_of(deleted))
+            files += (f.file for f in deleted)
+        files.sort(key=lambda f: str(f.path))
+        return Listing(tuple(files), tuple(problems), stored)
+
+
+@dataclass(frozen=True)
+class Listing:
+    files: tuple[DumpFile, ...]
+    problems: tuple[Unrecognized, ...]
+    stored: Mapping[Path, FileSummary]  # summaries from the index of the files whose raw data is gone
+
+
+@dataclass(frozen=True)
 class Binding:
-    """One GE graph (model) of one rank: its target files, its graph and its golden files."""
+    """One GE graph (model) of one rank: its target directories, its graph and its golden directories."""
 
     rank: Optional[int]
     model: str
     graph: Optional[Graph]
-    target_files: tuple[DumpFile, ...]
-    golden_files: tuple[DumpFile, ...]
+    target_dirs: tuple[DumpDir, ...]
+    golden_dirs: tuple[DumpDir, ...]
     golden_label: str  # the golden directory these came from (FX graph dir or GE model dir)
 
 
 @dataclass(frozen=True)
-class IndexedTree:
-    """The part of a dump tree that exists only in `tcmp watch`'s index: files whose raw data it deleted."""
-
-    index: Optional[Path]
-    deleted: Mapping[Path, IndexedFile]
-
-
-@dataclass(frozen=True)
 class CompareInputs:
-    target_root: Path
-    golden_root: Path
+    target: DumpSource
+    golden: DumpSource
     golden_kind: GoldenKind
     bindings: tuple[Binding, ...]
-    unmatched: tuple[Unmatched, ...]
+    unmatched: tuple[Unmatched, ...]  # what is unusable at the directory level (and unusable graphs)
     notes: tuple[str, ...]
-    target_index: IndexedTree = field(default_factory=lambda: IndexedTree(None, {}))
-    golden_index: IndexedTree = field(default_factory=lambda: IndexedTree(None, {}))
+    # directories no binding compares: the golden's are listed as out of scope, both sides' unusable files too
+    unbound: tuple[tuple[Role, DumpDir], ...] = ()
 
-    def deleted(self, path: Path) -> Optional[tuple[Path, IndexedFile]]:
-        """(index, indexed file) when `path`'s raw data is gone and only its summary remains."""
-        for tree in (self.target_index, self.golden_index):
-            if tree.index is not None and path in tree.deleted:
-                return tree.index, tree.deleted[path]
-        return None
+    @property
+    def target_root(self) -> Path:
+        return self.target.root
+
+    @property
+    def golden_root(self) -> Path:
+        return self.golden.root
 
     @property
     def ranks(self) -> tuple[Optional[int], ...]:
@@ -97,31 +141,32 @@ class _GraphCache:
         return self.graphs[path]
 
 
-def _with_index(tree: DumpTree, db: Optional[Path], notes: list[str]) -> tuple[DumpTree, IndexedTree]:
-    """Add to a walked tree the files only the index still knows (raw data deleted by `tcmp watch`), and the
-    graph files it parsed. The index is the tree's own (`.tcmp/index.sqlite` in it or above it) or `db`."""
+def _with_index(tree: DumpOutline, db: Optional[Path], notes: list[str]) -> tuple[DumpOutline, Optional[Path]]:
+    """Add to a walked tree the directories of files only the index still knows (raw data deleted by `tcmp watch`),
+    and the graph files it parsed. The index is the tree's own (`.tcmp/index.sqlite` in it or above it) or `db`."""
     path = db if db is not None else find_index(tree.root)
     if path is None:
-        return tree, IndexedTree(None, {})
+        return tree, None
     try:
         with open_index(path) as reader:
-            indexed = reader.files_under(tree.root)
+            indexed = reader.deleted_dirs_under(tree.root)
             graph_files = reader.graph_files_under(tree.root)
     except (IndexUnusable, sqlite3.Error, OSError) as exc:
         notes.append(f"index {path} unusable, raw files only: {exc}")
-        return tree, IndexedTree(None, {})
-    on_disk = {f.path for f in tree.files}
-    deleted = {
-        f.path: f for f in indexed if f.raw_deleted and f.state is FileState.SUMMARIZED and f.path not in on_disk
-    }
+        return tree, None
+    on_disk = {(d.path, d.side): d for d in tree.dirs}
+    dirs = {**on_disk}
+    for d in indexed:
+        found = on_disk.get((d.path, d.side))
+        dirs[(d.path, d.side)] = d if found is None else replace(found, kinds=found.kinds | d.kinds, indexed=True)
     known_graphs = {g.path for g in tree.graphs}
-    merged = DumpTree(
+    merged = DumpOutline(
         tree.root,
-        tree.files + tuple(f.file for f in deleted.values()),
+        tuple(sorted(dirs.values(), key=lambda d: (d.side.value, str(d.path)))),
         tree.graphs + tuple(g for g in graph_files if g.path not in known_graphs),
         tree.problems,
     )
-    return merged, IndexedTree(path, deleted)
+    return merged, path
 
 
 def _fx_keys(graph: Graph) -> set[str]:
@@ -170,15 +215,15 @@ def _common_ranks(target: Sequence[Optional[int]], golden: Sequence[Optional[int
     return [(None, None)]
 
 
-def _single_run(files: Sequence[DumpFile], role: str, chosen: Optional[str]) -> list[DumpFile]:
+def _single_run(dirs: Sequence[DumpDir], role: str, chosen: Optional[str]) -> list[DumpDir]:
     """Refuse a tree holding several GE runs ({time} dirs) for one rank and model, unless one is chosen."""
     runs_by_model: dict[tuple, set] = defaultdict(set)
-    for f in files:
-        runs_by_model[(f.rank, f.model)].add(f.run)
+    for d in dirs:
+        runs_by_model[(d.rank, d.model)].add(d.run)
     if chosen is not None:
-        picked = [f for f in files if f.run == chosen]
+        picked = [d for d in dirs if d.run == chosen]
         if not picked:
-            runs = sorted({str(f.run) for f in files})
+            runs = sorted({str(d.run) for d in dirs})
             raise CompareError(f"--{role}-run {chosen}: the {role} holds runs {runs}", usage=True)
         return picked
     mixed = {k: sorted(map(str, v)) for k, v in runs_by_model.items() if len(v) > 1}
@@ -188,13 +233,13 @@ def _single_run(files: Sequence[DumpFile], role: str, chosen: Optional[str]) -> 
             f"the {role} dump holds {len(runs)} runs for rank {rank}, model {model}: {', '.join(runs)} "
             f"(two dumps written into one directory); choose one with --{role}-run"
         )
-    return list(files)
+    return list(dirs)
 
 
-def _group(files: Iterable[DumpFile], key) -> dict:
-    groups: dict = defaultdict(list)
-    for f in files:
-        groups[key(f)].append(f)
+def _by_model(dirs: Iterable[DumpDir]) -> dict[str, list[DumpDir]]:
+    groups: dict[str, list[DumpDir]] = defaultdict(list)
+    for d in dirs:
+        groups[d.model or ""].append(d)
     return groups
 
 
@@ -206,19 +251,48 @@ def _graph_files_for(graphs: Sequence[GraphFile], rank: Optional[int]) -> dict[i
     return by_number
 
 
-def _content_score(graph: Graph, files: Sequence[DumpFile]) -> float:
+def _content_score(graph: Graph, dumped: frozenset[str]) -> float:
     names = {sanitize(op.name) for op in graph.ops}
-    dumped = {f.op_name for f in files}
     return len(dumped & names) / max(1, len(dumped))
 
 
+@dataclass(frozen=True)
+class _Names:
+    """The names one token's files of a group hold: GE op names, FX node keys (`node-target`)."""
+
+    ops: frozenset[str]
+    fx_keys: frozenset[str]
+
+
 class _Binder:
-    def __init__(self, target: DumpTree, golden: DumpTree, kind: GoldenKind, cache: _GraphCache) -> None:
-        self.target, self.golden, self.kind, self.cache = target, golden, kind, cache
+    """Binds by names. A group's names are read from its first token's directories only: every token of a graph
+    dumps the same ops, and reading one keeps collecting independent of the number of tokens."""
+
+    def __init__(
+        self, target: tuple[DumpOutline, DumpSource], golden: tuple[DumpOutline, DumpSource], kind: GoldenKind,
+        cache: _GraphCache,
+    ) -> None:  # fmt: skip
+        (self.target, self.target_source), (self.golden, self.golden_source) = target, golden
+        self.kind, self.cache = kind, cache
         self.unmatched: list[Unmatched] = []
         self.notes: list[str] = []
+        self._names: dict[tuple, _Names] = {}
 
-    def _pick_graph(self, candidates: list[GraphFile], files: Sequence[DumpFile]) -> Optional[Graph]:
+    def names(self, source: DumpSource, dirs: Sequence[DumpDir]) -> _Names:
+        first = min(d.token if d.token is not None else 0 for d in dirs)
+        sample = tuple(d for d in dirs if (d.token if d.token is not None else 0) == first)
+        key = (source.root, tuple(d.path for d in sample))
+        if key not in self._names:
+            if all(d.on_disk and not d.indexed for d in sample):
+                names = {name for d in sample for name in dump_names(d.path, d.side)}
+            else:  # the index holds (some of) their names
+                names = {(f.op_name, f.op_type) for f in source.listing(sample).files}
+            self._names[key] = _Names(
+                frozenset(op for op, _ in names), frozenset(f"{op}-{op_type}" for op, op_type in names)
+            )
+        return self._names[key]
+
+    def _pick_graph(self, candidates: list[GraphFile], dumped: frozenset[str]) -> Optional[Graph]:
         graphs, broken = [], []
         for g in candidates:
             try:
@@ -229,49 +303,50 @@ class _Binder:
             raise CompareError(broken[0])
         self.notes.extend(broken)
         if len(graphs) > 1:
-            graphs.sort(key=lambda g: _content_score(g, files), reverse=True)
+            graphs.sort(key=lambda g: _content_score(g, dumped), reverse=True)
             self.notes.append(
                 f"{len(graphs)} graph files for one graph ({', '.join(str(g.path.name) for g in graphs)}); "
                 f"used {graphs[0].path.name}, which names most of the dumped ops"
             )
         return graphs[0]
 
-    def graph_for(self, rank: Optional[int], model: str, files: Sequence[DumpFile]) -> Optional[Graph]:
+    def graph_for(self, rank: Optional[int], model: str, dirs: Sequence[DumpDir]) -> Optional[Graph]:
         by_number = _graph_files_for(self.target.graphs, rank)
         number = graph_number_of(model)
+        dumped = self.names(self.target_source, dirs).ops if len(by_number.get(number, ())) != 1 else frozenset()
         if number in by_number:
-            return self._pick_graph(by_number[number], files)
+            return self._pick_graph(by_number[number], dumped)
         # the model directory is not named after a graph: pick by content
         best, best_score = None, 0.0
         for candidates in by_number.values():
-            graph = self._pick_graph(candidates, files)
-            score = _content_score(graph, files) if graph is not None else 0.0
+            graph = self._pick_graph(candidates, dumped)
+            score = _content_score(graph, dumped) if graph is not None else 0.0
             if score > best_score:
                 best, best_score = graph, score
         return best if best_score > 0 else None
 
-    def golden_groups(self, rank: Optional[int], run: Optional[str]) -> dict[str, list[DumpFile]]:
-        files = self.golden.fx_files if self.kind is GoldenKind.FX else self.golden.ge_files
-        files = [f for f in files if f.rank == rank]
+    def golden_groups(self, rank: Optional[int], run: Optional[str]) -> dict[str, list[DumpDir]]:
+        side = Side.FX if self.kind is GoldenKind.FX else Side.GE
+        dirs = [d for d in self.golden.dirs if d.side is side and d.rank == rank]
         if self.kind is GoldenKind.GE:
-            files = _single_run(files, "golden", run)
+            dirs = _single_run(dirs, "golden", run)
         elif run is not None:
-            picked = [f for f in files if f.run == run]
+            picked = [d for d in dirs if d.run == run]
             if not picked:
-                raise CompareError(f"--golden-run {run}: the golden holds {sorted({str(f.run) for f in files})}",
+                raise CompareError(f"--golden-run {run}: the golden holds {sorted({str(d.run) for d in dirs})}",
                                    usage=True)  # fmt: skip
-            files = picked
-        return _group(files, lambda f: f.model or "")
+            dirs = picked
+        return _by_model(dirs)
 
-    def bind_fx(self, graph: Optional[Graph], groups: dict[str, list[DumpFile]], model: str) -> Optional[str]:
+    def bind_fx(self, graph: Optional[Graph], groups: dict[str, list[DumpDir]], model: str) -> Optional[str]:
         if graph is None:
             return None
         if graph.name in groups:  # FX directories named graph_{N} (torch_npu >= 2.9)
             return graph.name
         keys = _fx_keys(graph)
         scores = []
-        for label, files in groups.items():
-            held = {f"{f.op_name}-{f.op_type}" for f in files}
+        for label, dirs in groups.items():
+            held = self.names(self.golden_source, dirs).fx_keys
             scores.append((len(keys & held) / max(1, len(keys | held)), label))  # Jaccard: subsets score low
         scores.sort(reverse=True)
         complete = [label for score, label in scores if score >= FX_DUPLICATE_SCORE]
@@ -284,12 +359,16 @@ class _Binder:
             return scores[0][1]
         return None
 
-    def bind_ge(self, model: str, files: Sequence[DumpFile], groups: dict[str, list[DumpFile]]) -> Optional[str]:
+    def bind_ge(self, model: str, dirs: Sequence[DumpDir], groups: dict[str, list[DumpDir]]) -> Optional[str]:
         if model in groups:
             return model
-        target_ops = {f.op_name for f in files}
-        best = max(groups, key=lambda m: len(target_ops & {f.op_name for f in groups[m]}), default=None)
-        return best if best is not None and target_ops & {f.op_name for f in groups[best]} else None
+        target_ops = self.names(self.target_source, dirs).ops
+
+        def shared(label: str) -> int:
+            return len(target_ops & self.names(self.golden_source, groups[label]).ops)
+
+        best = max(groups, key=shared, default=None)
+        return best if best is not None and shared(best) else None
 
 
 def collect(
@@ -303,17 +382,21 @@ def collect(
     graph_workers: Optional[int] = None,
     db: Optional[Path] = None,
 ) -> CompareInputs:
-    """Walk both trees (plus what `tcmp watch`'s index keeps of files it deleted; `db` names the index when it
-    is not in the trees), detect the golden's kind, check ranks and runs, bind graphs and golden files."""
+    """Walk both trees by directories (plus what `tcmp watch`'s index keeps of files it deleted; `db` names the
+    index when it is not in the trees), detect the golden's kind, check ranks and runs, bind graphs and golden
+    directories. Dump file names are read where their tokens are compared (`DumpSource.listing`)."""
     target, golden = _check_paths(Path(target), Path(golden))
     notes: list[str] = []
-    target_tree, target_index = _with_index(discover(target), db, notes)
-    golden_tree, golden_index = _with_index(discover(golden, fx_token_base=fx_token_base), db, notes)
-    if not target_tree.ge_files:
+    target_tree, target_index = _with_index(outline(target), db, notes)
+    golden_tree, golden_index = _with_index(outline(golden, fx_token_base=fx_token_base), db, notes)
+    target_source = DumpSource(target_tree.root, None, target_index)
+    golden_source = DumpSource(golden_tree.root, fx_token_base, golden_index)
+    target_ge = [d for d in target_tree.dirs if d.side is Side.GE]
+    if not target_ge:
         raise CompareError(f"no GE dump files under the target path {target}")
-    if golden_tree.ge_files:
+    if any(d.side is Side.GE for d in golden_tree.dirs):
         kind = GoldenKind.GE
-    elif golden_tree.fx_files:
+    elif any(d.side is Side.FX for d in golden_tree.dirs):
         kind = GoldenKind.FX
     else:
         raise CompareError(f"no FX .npy files and no GE dump files under the golden path {golden}")
@@ -324,31 +407,30 @@ def collect(
             "through it (enable torchair's graph_dump with the GE dump)"
         )
     binder = _Binder(
-        target_tree, golden_tree, kind, _GraphCache(graph_workers or os.cpu_count() or 1, index=target_index.index)
-    )
+        (target_tree, target_source), (golden_tree, golden_source), kind,
+        _GraphCache(graph_workers or os.cpu_count() or 1, index=target_index),
+    )  # fmt: skip
     binder.notes.extend(notes)
     if kind is GoldenKind.GE and not originals:
         binder.notes.append("no graph file in the target: fused ops are decomposed by name only")
     for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN)):
         for problem in tree.problems:
-            binder.unmatched.append(
-                Unmatched(role, None, None, problem.path.name, "", None, None, str(problem.path), problem.reason,
-                          UnmatchedKind.UNREADABLE)
-            )  # fmt: skip
-    golden_ranks = [f.rank for f in (golden_tree.fx_files if kind is GoldenKind.FX else golden_tree.ge_files)]
+            binder.unmatched.append(unusable(role, None, problem))
+    golden_side = Side.FX if kind is GoldenKind.FX else Side.GE
+    golden_ranks = [d.rank for d in golden_tree.dirs if d.side is golden_side]
     bindings: list[Binding] = []
-    used_golden: set[Path] = set()
-    for t_rank, g_rank in _common_ranks([f.rank for f in target_tree.ge_files], golden_ranks, rank):
-        files = _single_run([f for f in target_tree.ge_files if f.rank == t_rank], "target", target_run)
+    bound: set[tuple[Path, Side]] = set()
+    for t_rank, g_rank in _common_ranks([d.rank for d in target_ge], golden_ranks, rank):
+        dirs = _single_run([d for d in target_ge if d.rank == t_rank], "target", target_run)
         groups = binder.golden_groups(g_rank, golden_run)
-        for model, model_files in sorted(_group(files, lambda f: f.model or "").items()):
-            graph = binder.graph_for(t_rank, model, model_files) if originals else None
+        for model, model_dirs in sorted(_by_model(dirs).items()):
+            graph = binder.graph_for(t_rank, model, model_dirs) if originals else None
             if kind is GoldenKind.FX:
                 label = binder.bind_fx(graph, groups, model)
             else:
-                label = binder.bind_ge(model, model_files, groups)
-            golden_files = tuple(groups.get(label, ())) if label is not None else ()
-            used_golden.update(f.path for f in golden_files)
+                label = binder.bind_ge(model, model_dirs, groups)
+            golden_dirs = tuple(groups.get(label, ())) if label is not None else ()
+            bound.update((d.path, d.side) for d in (*model_dirs, *golden_dirs))
             if graph is None and kind is GoldenKind.FX:
                 reason = f"no graph file for model {model} of rank {t_rank}"
             elif label is None:
@@ -357,13 +439,19 @@ def collect(
                 reason = ""
             if reason:
                 binder.notes.append(reason)
-            bindings.append(Binding(t_rank, model, graph, tuple(model_files), golden_files, label or ""))
-    for f in golden_tree.files:
-        if f.path not in used_golden and f.side in (Side.FX, Side.GE):
-            binder.unmatched.append(
-                Unmatched(Role.GOLDEN, f.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
-                          "golden file of a rank, run or graph that is not compared", UnmatchedKind.OUT_OF_SCOPE)
-            )  # fmt: skip
-    return CompareInputs(
-        target, golden, kind, tuple(bindings), tuple(binder.unmatched), tuple(binder.notes), target_index, golden_index
+            bindings.append(Binding(t_rank, model, graph, tuple(model_dirs), golden_dirs, label or ""))
+    unbound = tuple(
+        (role, d)
+        for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN))
+        for d in tree.dirs
+        if (d.path, d.side) not in bound
     )
+    return CompareInputs(
+        target_source, golden_source, kind, tuple(bindings), tuple(binder.unmatched), tuple(binder.notes), unbound
+    )
+
+
+def unusable(role: Role, rank: Optional[int], problem: Unrecognized) -> Unmatched:
+    """The unmatched item for a file that looks like part of the dump but cannot be used."""
+    return Unmatched(role, rank, None, problem.path.name, "", None, None, str(problem.path), problem.reason,
+                     UnmatchedKind.UNREADABLE)  # fmt: skip

@@ -9,7 +9,7 @@ import heapq
 import math
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -20,11 +20,10 @@ from tcmp import one_blas_thread
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.graph import Graph
-from tcmp.schemas.index import IndexedFile, open_index
-from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpFile, FileKind
-from tcmp.schemas.records import IO, FileSummary
+from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpDir, DumpFile, FileKind
+from tcmp.schemas.records import IO
 
-from .collect import Binding, CompareInputs, GoldenKind, collect
+from .collect import Binding, CompareInputs, DumpSource, GoldenKind, collect, unusable
 from .evaluate import TensorLoader, evaluate
 from .executions import fx_calls, ge_executions
 from .fusion import GraphView
@@ -152,10 +151,11 @@ class _Unit:
     model: str
     graph: Optional[Graph]
     token: int
-    target_files: tuple[DumpFile, ...]
-    golden_files: Optional[tuple[DumpFile, ...]]  # None: this token is missing in the golden
+    target: DumpSource
+    golden: DumpSource
+    target_dirs: tuple[DumpDir, ...]
+    golden_dirs: Optional[tuple[DumpDir, ...]]  # None: this token is missing in the golden
     kind: GoldenKind
-    deleted: tuple[tuple[Path, IndexedFile], ...] = ()  # (index, file) of this token's files whose raw data is gone
 
 
 @dataclass(frozen=True)
@@ -166,9 +166,7 @@ class _UnitResult:
     table: RenderedRows  # in execution order
     counts: Counts
     worst: tuple[Row, ...]
-    unmatched: tuple[Unmatched, ...]
-    used_golden: frozenset[Path]
-    fused_into: tuple[tuple[str, str], ...]
+    unmatched: tuple[Unmatched, ...]  # the token's target and golden files without a partner, and unusable files
     target_ops: int
     ops_in_rows: int
     divergence: Optional[Divergence]
@@ -178,10 +176,10 @@ class _UnitResult:
 _NO_ROWS = RenderedRows("", ())
 
 
-def _by_token(files: Iterable[DumpFile]) -> dict[int, list[DumpFile]]:
-    groups: dict[int, list[DumpFile]] = defaultdict(list)
-    for f in files:
-        groups[f.token if f.token is not None else 0].append(f)
+def _by_token(dirs: Iterable[DumpDir]) -> dict[int, list[DumpDir]]:
+    groups: dict[int, list[DumpDir]] = defaultdict(list)
+    for d in dirs:
+        groups[d.token if d.token is not None else 0].append(d)
     return groups
 
 
@@ -219,40 +217,32 @@ def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> tuple[st
     return "no target tensor pairs with this golden tensor (no readable GE dump names it)", UnmatchedKind.NO_PARTNER
 
 
-def _units(binding: Binding, inputs: CompareInputs) -> list[_Unit]:
-    target_tokens, golden_tokens = _by_token(binding.target_files), _by_token(binding.golden_files)
+def _units(binding: Binding, inputs: CompareInputs) -> tuple[list[_Unit], list[DumpDir]]:
+    """The binding's units, one per target token, and its golden directories of tokens the target lacks."""
+    target_tokens, golden_tokens = _by_token(binding.target_dirs), _by_token(binding.golden_dirs)
     label = binding.graph.name if binding.graph is not None else binding.model
     units = []
-    for token, files in sorted(target_tokens.items()):
+    for token, dirs in sorted(target_tokens.items()):
         golden = tuple(golden_tokens[token]) if token in golden_tokens else None
-        found = (inputs.deleted(f.path) for f in (*files, *(golden or ())))
-        deleted = tuple(d for d in found if d is not None)
-        units.append(_Unit(binding.rank, label, binding.model, binding.graph, token, tuple(files), golden,
-                           inputs.golden_kind, deleted))  # fmt: skip
-    return units
-
-
-def _stored_summaries(unit: _Unit) -> dict[Path, FileSummary]:
-    """The index summaries of this token's files whose raw data `tcmp watch` deleted (one query per index)."""
-    by_index: dict[Path, list[IndexedFile]] = defaultdict(list)
-    for index, indexed in unit.deleted:
-        by_index[index].append(indexed)
-    stored: dict[Path, FileSummary] = {}
-    for index, files in by_index.items():
-        with open_index(index) as reader:
-            stored.update((s.path, s) for s in reader.summaries_of(files))
-    return stored
+        units.append(_Unit(binding.rank, label, binding.model, binding.graph, token, inputs.target, inputs.golden,
+                           tuple(dirs), golden, inputs.golden_kind))  # fmt: skip
+    orphans = [d for token, dirs in sorted(golden_tokens.items()) if token not in target_tokens for d in dirs]
+    return units, orphans
 
 
 def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool = False) -> _UnitResult:
-    """Plan one token (headers, executions, pairs), compare its pairs, colour and render the rows, count them,
-    find the token's divergence and worst rows."""
+    """List one token's files, plan it (headers, executions, pairs), compare its pairs, colour and render the rows,
+    count them, find the token's divergence and worst rows, and list what has no partner."""
     view = GraphView(unit.graph) if unit.graph is not None else None
-    stored = _stored_summaries(unit) if unit.deleted else {}
-    read_headers_ahead((*unit.target_files, *(unit.golden_files or ())))
-    executions = ge_executions(unit.target_files, stored)
-    if unit.golden_files is None or (unit.kind is GoldenKind.FX and view is None):
-        if unit.golden_files is None:
+    target = unit.target.listing(unit.target_dirs)
+    golden = unit.golden.listing(unit.golden_dirs) if unit.golden_dirs is not None else None
+    problems = [unusable(Role.TARGET, unit.rank, p) for p in target.problems]
+    problems += (unusable(Role.GOLDEN, unit.rank, p) for p in (golden.problems if golden is not None else ()))
+    stored = {**target.stored, **(golden.stored if golden is not None else {})}
+    read_headers_ahead((*target.files, *(golden.files if golden is not None else ())))
+    executions = ge_executions(target.files, stored)
+    if golden is None or (unit.kind is GoldenKind.FX and view is None):
+        if golden is None:
             why, kind = f"token {unit.token} missing in the golden dump", UnmatchedKind.OUT_OF_SCOPE
         else:
             why, kind = f"no graph file for model {unit.model}", UnmatchedKind.NO_PARTNER
@@ -261,27 +251,28 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
                       kind)
             for e in executions
         )  # fmt: skip
-        return _UnitResult(_NO_ROWS, Counts(), (), unmatched, frozenset(), (), len(executions), 0, None)
-    golden: tuple = ()
+        leftovers = _golden_leftovers(golden.files, {}) if golden is not None else []
+        return _UnitResult(_NO_ROWS, Counts(), (), (*problems, *unmatched, *leftovers), len(executions), 0, None)
+    golden_executions: tuple = ()
     if unit.kind is GoldenKind.FX:
-        calls = fx_calls(unit.golden_files)
+        calls = fx_calls(golden.files)
         fx_stored = {path: summary.tensors[0] for path, summary in stored.items() if summary.tensors}
         result = match_token(
             unit.rank, unit.token, unit.label, view, executions, golden_calls=calls, fx_stored=fx_stored
         )
     else:
-        golden = ge_executions(unit.golden_files, stored)
-        result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden)
-    headers = {h.path: h for e in (*executions, *golden) for h in e.headers}
+        golden_executions = ge_executions(golden.files, stored)
+        result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden_executions)
+    headers = {h.path: h for e in (*executions, *golden_executions) for h in e.headers}
     loader = TensorLoader(headers)
     rows = _with_colours([evaluate(p, mode, thresholds, loader) for p in read_ahead(result.pairs)], thresholds)
+    used = result.used_golden
+    leftovers = _golden_leftovers([f for f in golden.files if f.path not in used], result.fused_into)
     return _UnitResult(
         table=render_rows(rows, mode),
         counts=_count(rows),
         worst=_worst(rows),
-        unmatched=tuple(result.unmatched),
-        used_golden=frozenset(result.used_golden),
-        fused_into=tuple(result.fused_into.items()),
+        unmatched=(*problems, *result.unmatched, *leftovers),
         target_ops=len(executions),
         ops_in_rows=len({r.pair.order for r in rows}),
         divergence=_divergence(unit, rows),
@@ -306,15 +297,16 @@ def _worst(rows: Sequence[Row]) -> tuple[Row, ...]:
 
 
 def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
-    """`auto` is decided from the files: tensor mode when every compared file holds raw tensors."""
+    """`auto` is decided from the directories: tensor mode when every compared file holds raw tensors."""
     if mode is not DataMode.AUTO:
         return Mode(mode.value), f"--data-mode {mode.value}"
-    files = [f for b in inputs.bindings for f in (*b.target_files, *b.golden_files)]
-    summary_only = sum(1 for f in files if f.kind not in RAW_TENSOR_KINDS or inputs.deleted(f.path) is not None)
+    dirs = [d for b in inputs.bindings for d in (*b.target_dirs, *b.golden_dirs)]
+    summary_only = sum(1 for d in dirs if d.indexed or not d.kinds <= RAW_TENSOR_KINDS)
     if summary_only == 0:
         return Mode.TENSOR, "auto: every compared file holds raw tensors"
     return Mode.STATISTICS, (
-        f"auto: {summary_only} of {len(files)} files hold summaries only (stats CSV, min/max files or the tcmp index)"
+        f"auto: {summary_only} of {len(dirs)} dump directories hold files with summaries only (stats CSV, min/max "
+        "files or the tcmp index)"
     )
 
 
@@ -543,27 +535,30 @@ def _run(
         graph_workers=max(1, options.jobs or os.cpu_count() or 1), db=options.db,
     )  # fmt: skip
     mode, reason = _resolve_mode(options.mode, inputs)
-    units = [unit for binding in inputs.bindings for unit in _units(binding, inputs)]
+    planned = [_units(binding, inputs) for binding in inputs.bindings]
+    units = [unit for binding_units, _ in planned for unit in binding_units]
     reports = ReportSet(output_dir, mode, highlight) if output_dir is not None else None
     try:
         accumulators = {
             rank: _RankAccumulator(rank, reports.writer(rank) if reports else None, keep_rows) for rank in inputs.ranks
         }
-        for u in inputs.unmatched:  # files of no particular rank (unusable names …) go to the first rank's list
-            accumulators[u.rank if u.rank in accumulators else inputs.ranks[0]].add_unmatched([u])
-        # every binding has at least one token; its golden leftovers are known once its last token is done
-        bindings = {(b.rank, b.model): b for b in inputs.bindings}
-        seen: dict[tuple, list[_UnitResult]] = defaultdict(list)
-        remaining: dict[tuple, int] = defaultdict(int)
-        for unit in units:
-            remaining[(unit.rank, unit.model)] += 1
+
+        def accumulator(rank: Optional[int]) -> _RankAccumulator:  # of no rank compared: the first rank's list
+            return accumulators[rank if rank in accumulators else inputs.ranks[0]]
+
+        for u in inputs.unmatched:
+            accumulator(u.rank).add_unmatched([u])
+        for role, d in inputs.unbound:
+            source = inputs.target if role is Role.TARGET else inputs.golden
+            why = "golden file of a rank, run or graph that is not compared"
+            accumulator(d.rank).add_unmatched(_out_of_scope(role, d, source, why))
+        # a binding's golden tokens missing in the target are listed after its last unit
+        last_unit = {id(binding_units[-1]): orphans for binding_units, orphans in planned if binding_units}
         for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options, keep_rows, pool)), start=1):
             accumulators[unit.rank].add_unit(result)
-            key = (unit.rank, unit.model)
-            seen[key].append(replace(result, table=_NO_ROWS, worst=(), rows=(), unmatched=(), divergence=None))
-            remaining[key] -= 1
-            if remaining[key] == 0:
-                accumulators[unit.rank].add_unmatched(_golden_leftovers(bindings[key], seen.pop(key)))
+            for d in last_unit.get(id(unit), ()):
+                why = f"token {d.token} missing in the target dump"
+                accumulators[unit.rank].add_unmatched(_out_of_scope(Role.GOLDEN, d, inputs.golden, why))
             if progress:
                 progress(done, len(units))
         ranks = tuple(acc.result() for acc in accumulators.values())
@@ -583,14 +578,23 @@ def _run(
     return result, inputs
 
 
-def _golden_leftovers(binding: Binding, results: Sequence[_UnitResult]) -> list[Unmatched]:
-    used = set().union(*(r.used_golden for r in results)) if results else set()
-    fused_into = {k: v for r in results for k, v in r.fused_into}
-    target_tokens = {f.token for f in binding.target_files}
+def _golden_leftovers(files: Iterable[DumpFile], fused_into: Mapping[str, str]) -> list[Unmatched]:
+    """The golden files of a compared token that no target tensor pairs with, and why."""
     return [
-        Unmatched(Role.GOLDEN, binding.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
-                  *(_golden_leftover_reason(f, fused_into) if f.token in target_tokens
-                    else (f"token {f.token} missing in the target dump", UnmatchedKind.OUT_OF_SCOPE)))
-        for f in binding.golden_files
-        if f.path not in used
+        Unmatched(Role.GOLDEN, f.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
+                  *_golden_leftover_reason(f, fused_into))
+        for f in files
     ]  # fmt: skip
+
+
+def _out_of_scope(role: Role, d: DumpDir, source: DumpSource, why: str) -> list[Unmatched]:
+    """A directory no unit compares: its golden files listed as out of scope, and either side's unusable files."""
+    listing = source.listing((d,))
+    items = [unusable(role, d.rank, p) for p in listing.problems]
+    if role is Role.GOLDEN:
+        items += (
+            Unmatched(Role.GOLDEN, f.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path), why,
+                      UnmatchedKind.OUT_OF_SCOPE)
+            for f in listing.files
+        )  # fmt: skip
+    return items

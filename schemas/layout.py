@@ -23,6 +23,7 @@ import enum
 import functools
 import os
 import re
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,19 +148,42 @@ def _rank_of(parts: tuple[str, ...]) -> Optional[int]:
     return None
 
 
-def _ge_record(kind: FileKind, path: Path, parts: tuple[str, ...], name: GeFileName) -> DumpFile:
-    """Locate a GE file by the directories above it: …/{time}/{device}/{model}/{model_id}/{step}/file."""
+def _ge_place(parts: tuple[str, ...]) -> tuple:
+    """(rank, step, model, run, device, model_id) of a GE file's directory:
+    …/{time}/{device}/{model}/{model_id}/{step}."""
     up = list(reversed(parts))  # up[0] is the file's directory
     step = int(up[0]) if up and _DIGITS.match(up[0]) else None
     model_id = int(up[1]) if step is not None and len(up) > 1 and _DIGITS.match(up[1]) else None
     model = up[2] if model_id is not None and len(up) > 2 else None
     device = int(up[3]) if model is not None and len(up) > 3 and _DIGITS.match(up[3]) else None
     run = next((p for p in up if _TIME_DIR.match(p)), None)
+    return _rank_of(parts), step, model, run, device, model_id
+
+
+def _fx_place(parts: tuple[str, ...], token_base: Optional[int]) -> Union[tuple, str]:
+    """(rank, token, graph) of an FX file's directory, or why it has none: the step directory is the file's parent
+    (newest/oldest eras) or grandparent (middle eras)."""
+    up = list(reversed(parts))
+    if up and _DIGITS.match(up[0]):
+        step, graph = int(up[0]), (up[1] if len(up) > 1 else None)
+    elif len(up) > 1 and _DIGITS.match(up[1]):
+        step, graph = int(up[1]), up[0]
+    else:
+        return "FX file outside a step directory ({graph}/{step}/ or {step}/{graph}/)"
+    rank = _rank_of(parts)
+    base = token_base if token_base is not None else (0 if rank is not None else 1)
+    if step - base < 0:
+        return f"FX step directory {step} is below the token base {base}"
+    return rank, step - base, graph
+
+
+def _ge_record(kind: FileKind, path: Path, parts: tuple[str, ...], name: GeFileName) -> DumpFile:
+    rank, step, model, run, device, model_id = _ge_place(parts)
     return DumpFile(
         side=Side.GE,
         kind=kind,
         path=path,
-        rank=_rank_of(parts),
+        rank=rank,
         token=step,
         model=model,
         run=run,
@@ -177,24 +201,16 @@ def _ge_record(kind: FileKind, path: Path, parts: tuple[str, ...], name: GeFileN
 def _fx_record(
     kind: FileKind, path: Path, parts: tuple[str, ...], name: FxFileName, token_base: Optional[int]
 ) -> Union[DumpFile, Unrecognized]:
-    """Locate an FX file: the step directory is its parent (newest/oldest eras) or grandparent (middle eras)."""
-    up = list(reversed(parts))
-    if up and _DIGITS.match(up[0]):
-        step, graph = int(up[0]), (up[1] if len(up) > 1 else None)
-    elif len(up) > 1 and _DIGITS.match(up[1]):
-        step, graph = int(up[1]), up[0]
-    else:
-        return Unrecognized(path, "FX file outside a step directory ({graph}/{step}/ or {step}/{graph}/)")
-    rank = _rank_of(parts)
-    base = token_base if token_base is not None else (0 if rank is not None else 1)
-    if step - base < 0:
-        return Unrecognized(path, f"FX step directory {step} is below the token base {base}")
+    place = _fx_place(parts, token_base)
+    if isinstance(place, str):
+        return Unrecognized(path, place)
+    rank, token, graph = place
     return DumpFile(
         side=Side.FX,
         kind=kind,
         path=path,
         rank=rank,
-        token=step - base,
+        token=token,
         model=graph,
         run=graph,
         op_type=name.target,
@@ -300,8 +316,198 @@ def _locate(
         return Unrecognized(path, exc.message)
 
 
+@dataclass(frozen=True)
+class DirectoryScan:
+    """The dump files of one directory, and those of its files that look like dumps but cannot be used."""
+
+    files: tuple[DumpFile, ...]
+    problems: tuple[Unrecognized, ...]
+
+
+def _list_files(directory: Path) -> list[os.DirEntry]:
+    try:
+        with os.scandir(directory) as it:
+            entries = [e for e in it if e.name != INDEX_DIR and not e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []  # vanished or unreadable: nothing to list
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _scan_entries(
+    root: Path, directory: Path, entries: list[os.DirEntry], fx_token_base: Optional[int], side: Optional[Side]
+) -> DirectoryScan:
+    """The dump files among a directory's file entries, of one side or both (graph files and symlinked directories
+    are the outline's)."""
+    files: list[DumpFile] = []
+    problems: list[Unrecognized] = []
+    mapping: Optional[dict[str, str]] = None
+    parts = directory.parts
+    for entry in entries:
+        kind = classify_name(entry.name)
+        if kind is None or kind is FileKind.GRAPH or (side is not None and _side_of(kind) is not side):
+            continue
+        path = directory / entry.name  # cheaper than parsing entry.path again
+        if entry.is_symlink() and path.is_dir():
+            continue
+        problem = _unusable_entry(root, path, entry)
+        if problem is not None:
+            problems.append(problem)
+            continue
+        if mapping is None and is_hashed_name(entry.name):
+            try:
+                mapping = read_mapping(directory)  # once per directory, only when needed
+            except DumpError as exc:
+                problems.append(Unrecognized(path, exc.message))
+                continue
+        found = _locate(path, entry.name, kind, parts, mapping, fx_token_base)
+        if isinstance(found, DumpFile):
+            files.append(found)
+        elif isinstance(found, Unrecognized):
+            problems.append(found)
+    return DirectoryScan(tuple(files), tuple(problems))
+
+
+def _unusable_entry(root: Path, path: Path, entry: os.DirEntry) -> Optional[Unrecognized]:
+    if entry.is_symlink() and not _inside(path, root):
+        return Unrecognized(path, "symlink pointing outside the dump tree; not followed")
+    if not entry.is_file():  # opening a FIFO would wait for a writer
+        return Unrecognized(path, "not a regular file (a FIFO, socket or device, or a broken symlink)")
+    return None
+
+
+def scan_directory(
+    root: Union[str, Path], directory: Path, *, side: Optional[Side] = None, fx_token_base: Optional[int] = None
+) -> DirectoryScan:
+    """The dump files (of `side`, or both sides) of one directory of the tree under `root` (a `DumpDir` of
+    `outline`), read from their names, and those that cannot be used."""
+    return _scan_entries(Path(os.path.realpath(root)), directory, _list_files(directory), fx_token_base, side)
+
+
+def dump_names(directory: Path, side: Side) -> Iterator[tuple[str, Optional[str]]]:
+    """(op name, op type) of each of `side`'s dump files in a directory, from their names alone (nothing checked or
+    placed; names that do not parse are left out): what binding a model or graph by its ops needs."""
+    entries = _list_files(directory)
+    mapping: Optional[dict[str, str]] = None
+    for entry in entries:
+        kind = classify_name(entry.name)
+        if kind is None or kind is FileKind.GRAPH or _side_of(kind) is not side:
+            continue
+        try:
+            if side is Side.FX:
+                fx = parse_fx_file_name(entry.name)
+                yield fx.node, fx.target
+                continue
+            if mapping is None and is_hashed_name(entry.name):
+                mapping = read_mapping(directory)
+            ge = resolve_ge_file_name(entry.name, mapping or {})
+            yield ge.op_name, ge.op_type
+        except DumpError:
+            continue
+
+
+@dataclass(frozen=True, **SLOTS)
+class DumpDir:
+    """A directory holding dump files of one side. Everything a path says about a file (rank, token, model, run) is
+    the same for every file in its directory: a compare plans by directories and reads the file names only where it
+    compares them, so what it holds does not grow with the number of files."""
+
+    side: Side
+    path: Path
+    rank: Optional[int]
+    token: Optional[int]
+    model: Optional[str]  # GE model directory name / FX graph directory name
+    run: Optional[str]
+    kinds: frozenset[FileKind]  # of the dump files named in it (before their names are parsed)
+    on_disk: bool = True  # False: only `tcmp watch`'s index still knows its files
+    indexed: bool = False  # `tcmp watch` deleted raw files of it: their summaries are in its index
+
+
+@dataclass(frozen=True)
+class DumpOutline:
+    """A dump tree by directories: its dump directories, its graph files, and what cannot be used at that level
+    (symlinked directories, FX files outside a step directory)."""
+
+    root: Path
+    dirs: tuple[DumpDir, ...]
+    graphs: tuple[GraphFile, ...]
+    problems: tuple[Unrecognized, ...]
+
+
+def place_dir(side: Side, directory: Path, fx_token_base: Optional[int]) -> Union[tuple, str]:
+    """(rank, token, model, run) of a directory of `side`'s dump files, or why its FX files have no place."""
+    if side is Side.GE:
+        rank, step, model, run, _, _ = _ge_place(directory.parts)
+        return rank, step, model, run
+    place = _fx_place(directory.parts, fx_token_base)
+    if isinstance(place, str):
+        return place
+    rank, token, graph = place
+    return rank, token, graph, graph
+
+
+_FX_KINDS = (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY)
+
+
+def _side_of(kind: FileKind) -> Side:
+    return Side.FX if kind in _FX_KINDS else Side.GE
+
+
+def _outline_entries(
+    root: Path, directory: Path, entries: list[os.DirEntry], fx_token_base: Optional[int]
+) -> tuple[list[DumpDir], list[GraphFile], list[Unrecognized]]:
+    """One directory's graph files, dump directories (one per side) and problems, without parsing dump names."""
+    kinds: dict[Side, set[FileKind]] = defaultdict(set)
+    graphs: list[GraphFile] = []
+    problems: list[Unrecognized] = []
+    for entry in entries:  # no Path per entry: tens of thousands of files in a token's directory
+        if entry.is_symlink() and (directory / entry.name).is_dir():  # whatever its name: not entered
+            problems.append(Unrecognized(directory / entry.name, "symlinked directory; not entered"))
+            continue
+        kind = classify_name(entry.name)
+        if kind is None:
+            continue
+        if kind is not FileKind.GRAPH:
+            kinds[_side_of(kind)].add(kind)
+        else:
+            path = directory / entry.name
+            problem = _unusable_entry(root, path, entry)
+            if problem is None:
+                graphs.append(GraphFile(path, parse_graph_file_name(entry.name)))  # type: ignore[arg-type]
+            else:
+                problems.append(problem)
+    dirs = []
+    for side, side_kinds in kinds.items():
+        place = place_dir(side, directory, fx_token_base)
+        if isinstance(place, str):  # every FX file here is unplaced: listed one by one
+            problems.extend(_scan_entries(root, directory, entries, fx_token_base, side).problems)
+            continue
+        dirs.append(DumpDir(side, directory, *place, frozenset(side_kinds)))
+    return dirs, graphs, problems
+
+
+def outline(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> DumpOutline:
+    """Every dump directory and graph file under `root`, and what is unusable at the directory level.
+
+    `fx_token_base` overrides the FX step numbering (0 or 1) when the era cannot be told from the layout.
+    """
+    root = Path(os.path.realpath(root))
+    dirs: list[DumpDir] = []
+    graphs: list[GraphFile] = []
+    problems: list[Unrecognized] = []
+    for directory, entries in _walk(root):
+        found = _outline_entries(root, directory, entries, fx_token_base)
+        dirs += found[0]
+        graphs += found[1]
+        problems += found[2]
+    dirs.sort(key=lambda d: (d.side.value, str(d.path)))
+    graphs.sort(key=lambda g: (g.name.rank if g.name.rank is not None else -1, g.name.number, str(g.path)))
+    problems.sort(key=lambda p: str(p.path))
+    return DumpOutline(root, tuple(dirs), tuple(graphs), tuple(problems))
+
+
 def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> DumpTree:
-    """Every dump file, graph file and unusable dump-like file under `root`.
+    """Every dump file, graph file and unusable dump-like file under `root` (for a tree of any size, `outline`
+    and `scan_directory` hold less).
 
     `fx_token_base` overrides the FX step numbering (0 or 1) when the era cannot be told from the layout.
     """
@@ -310,37 +516,13 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
     graphs: list[GraphFile] = []
     problems: list[Unrecognized] = []
     for directory, entries in _walk(root):
-        mapping: Optional[dict[str, str]] = None
-        parts = directory.parts
-        for entry in entries:
-            path = directory / entry.name  # cheaper than parsing entry.path again
-            if entry.is_symlink() and path.is_dir():  # whatever its name: the files below it are not listed
-                problems.append(Unrecognized(path, "symlinked directory; not entered"))
-                continue
-            kind = classify_name(entry.name)
-            if kind is None:
-                continue
-            if entry.is_symlink() and not _inside(path, root):
-                problems.append(Unrecognized(path, "symlink pointing outside the dump tree; not followed"))
-                continue
-            if not entry.is_file():  # opening a FIFO would wait for a writer
-                problems.append(
-                    Unrecognized(path, "not a regular file (a FIFO, socket or device, or a broken symlink)")
-                )
-                continue
-            if mapping is None and is_hashed_name(entry.name):
-                try:
-                    mapping = read_mapping(directory)  # once per directory, only when needed
-                except DumpError as exc:
-                    problems.append(Unrecognized(path, exc.message))
-                    continue
-            found = _locate(path, entry.name, kind, parts, mapping, fx_token_base)
-            if isinstance(found, DumpFile):
-                files.append(found)
-            elif isinstance(found, GraphFile):
-                graphs.append(found)
-            else:
-                problems.append(found)
+        dirs, dir_graphs, dir_problems = _outline_entries(root, directory, entries, fx_token_base)
+        graphs += dir_graphs
+        problems += dir_problems
+        for d in dirs:
+            scan = _scan_entries(root, directory, entries, fx_token_base, d.side)
+            files += scan.files
+            problems += scan.problems
     files.sort(key=lambda f: (f.side.value, str(f.path)))
     graphs.sort(key=lambda g: (g.name.rank if g.name.rank is not None else -1, g.name.number, str(g.path)))
     problems.sort(key=lambda p: str(p.path))

@@ -14,7 +14,7 @@ from typing import Optional, Union
 
 from ..errors import DumpError
 from ..graph import Graph, parse_graph_file_name
-from ..layout import INDEX_DIR, DumpFile, GraphFile
+from ..layout import INDEX_DIR, DumpDir, DumpFile, GraphFile
 from ..records import FileSummary, Side, TensorSummary
 from .codec import KINDS, SIDES, STATES, graph_op, int_or_none, rebuild_dump_file, tensor_summary
 from .schema import (
@@ -165,6 +165,40 @@ class IndexReader:
         """Every dump file (GE and FX, in every state) the index holds below `root`, in path order."""
         rows = self._rows_under(root, "side IN (?, ?)", (Side.GE.value, Side.FX.value))
         return tuple(f for f in (self._indexed_file(row) for row in rows) if f is not None)
+
+    def deleted_dirs_under(self, root: Union[str, Path]) -> tuple[DumpDir, ...]:
+        """The directories below `root` holding files whose raw data the daemon deleted once their summaries were
+        committed, placed as the index placed their files (the directory may be gone from the disk). Rows are
+        streamed: what this holds grows with the directories, not the files."""
+        stored = self._to_stored(os.path.realpath(root))
+        low, high = prefix_range(stored) if stored != "/" else ("", "\U0010ffff")
+        rows = self.conn.execute(
+            "SELECT path, side, kind, rank, token, model, run FROM files WHERE path >= ? AND path < ? "
+            "AND raw_deleted = 1 AND state = ? AND side IN (?, ?)",
+            (low, high, FileState.SUMMARIZED.value, Side.GE.value, Side.FX.value),
+        )
+        places: dict[tuple[str, str], tuple] = {}
+        kinds: dict[tuple[str, str], set] = {}
+        for path, side, kind, rank, token, model, run in rows:
+            key = (self._to_actual(path).rpartition("/")[0], side)
+            if key not in places:
+                places[key], kinds[key] = (rank, token, model, run), set()
+            kinds[key].add(KINDS[kind])
+        return tuple(
+            DumpDir(SIDES[side], Path(directory or "/"), *places[(directory, side)],
+                    frozenset(kinds[(directory, side)]), on_disk=False, indexed=True)
+            for directory, side in sorted(places)
+        )  # fmt: skip
+
+    def deleted_in(self, directory: Union[str, Path]) -> tuple[IndexedFile, ...]:
+        """The summarized files directly in `directory` whose raw data the daemon deleted, in path order."""
+        stored = self._to_stored(os.path.realpath(directory))
+        rows = self._rows_under(
+            directory, "raw_deleted = 1 AND state = ? AND side IN (?, ?)",
+            (FileState.SUMMARIZED.value, Side.GE.value, Side.FX.value),
+        )  # fmt: skip
+        direct = (row for row in rows if row[1].rpartition("/")[0] == stored.rstrip("/"))
+        return tuple(f for f in (self._indexed_file(row) for row in direct) if f is not None)
 
     def _indexed_file(self, row: tuple) -> Optional[IndexedFile]:
         file_id, stored_path, inode, size, mtime_ns, side, kind = row[:7]

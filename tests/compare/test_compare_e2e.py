@@ -11,17 +11,20 @@ import gc
 import math
 import shutil
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import pytest
 
 from tcmp.compare import metrics, run
+from tcmp.compare.collect import collect
 from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.verdict import Result
 from tcmp.schemas import proto
 from tcmp.schemas.ge_dump import LENGTH_PREFIX
 from tcmp.schemas.ge_names import sanitize
+from tcmp.schemas.graph import Graph
+from tcmp.schemas.layout import DumpDir, DumpFile
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, FxEra, Scenario, ScenarioConfig, write_scenario
 from tcmp.schemas.synth.summaries import to_appendix_min_max, to_stats_csv
@@ -173,6 +176,32 @@ def test_multi_rank_and_multi_graph(multi_rank):
     check_against_manifest(multi_rank, result)
     assert all(r.result is Result.PASS for r in result.ranks[0].rows)
     assert not result.ranks[0].divergences and result.ranks[1].divergences
+
+
+def _reachable(root) -> Counter:
+    """Objects reachable from `root` by type (the graphs, per graph and not per file, are not walked)."""
+    seen, found, stack = set(), Counter(), [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, type, Graph)):
+            continue
+        seen.add(id(obj))
+        found[type(obj)] += 1
+        stack.extend(gc.get_referents(obj))
+    return found
+
+
+def test_what_a_compare_holds_before_its_units_grows_with_directories_not_files(multi_rank):
+    """Memory flat in the number of files: the plan (`collect`) keeps one record per dump directory, and the
+    units list their directories' files where they are compared."""
+    inputs = collect(multi_rank.target, multi_rank.golden_fx)
+    held = _reachable(inputs)
+    assert held[DumpFile] == 0
+    directories = {p.parent for root in (multi_rank.target, multi_rank.golden_fx) for p in root.rglob("*.npy")}
+    directories |= {p.parent for op in multi_rank.target_ops for p in op.paths}
+    assert held[DumpDir] == len(directories) == 16  # 2 ranks x 2 graphs x 2 tokens, per side
+    files = sum(1 for root in (multi_rank.target, multi_rank.golden_fx) for p in root.rglob("*") if p.is_file())
+    assert files > 40 * held[DumpDir]
 
 
 @pytest.mark.parametrize("jobs", [2, 3])

@@ -4,6 +4,7 @@ many rows came from raw data and how many from the index."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,22 @@ def test_graphs_come_from_the_index(scenario, monkeypatch):
     monkeypatch.setattr(collect, "load_graph", no_parsing)
     result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     assert result.mode.value == "tensor" and failing(result.ranks[0])
+
+
+def test_step_directories_removed_after_the_raw_files_are_compared_from_the_index(scenario):
+    """`tcmp watch --drop-raw` keeps the emptied step directories, but a user may clear them away: the index alone
+    then says where each file was (rank, token, model), and the compare is the same."""
+    raw, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx, mode=DataMode.STATISTICS), keep_rows=True)
+    watch_once(scenario.root)
+    removed = 0
+    for tree in (scenario.target, scenario.golden_fx):
+        for directory, _, files in sorted(os.walk(tree), key=lambda d: -len(Path(d[0]).parts)):
+            if not files and not os.listdir(directory) and Path(directory) != tree:
+                os.rmdir(directory)
+                removed += 1
+    assert removed and not [p for p in scenario.golden_fx.rglob("*") if p.is_dir() and p.name.isdigit()]
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    rank = result.ranks[0]
+    assert rank.counts.rows == raw.ranks[0].counts.rows == rank.counts.rows_from_index
+    assert failing(rank) == failing(raw.ranks[0]) == {(0, "MatMul_0"), (1, "MatMul_0"), (1, "SoftmaxV2_0")}
+    assert rank.counts.unmatched_target == raw.ranks[0].counts.unmatched_target

@@ -252,7 +252,9 @@ def test_property_fast_metrics_equal_the_spec_formulas(dtype, bench_dtype, size,
     m = tensor_metrics(npu, bench)
     got = (m.cosine, m.euc_dist, m.max_abs_err, m.max_relative_err, m.one_thousandth, m.five_thousandths)
     want = tuple(expected[k] for k in ("cosine", "euc", "max_abs", "max_rel", "one", "five"))
-    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    # cells are rounded to 12 decimals: where a sum's last bit (another summation order) straddles a rounding
+    # boundary, the 12th decimal differs by one
+    assert got == pytest.approx(want, rel=1e-12, abs=2e-12)
     n_stats, b_stats = m.stats
     n64, b64 = npu.astype(np.float64), bench.astype(np.float64)  # ml_dtypes widens bfloat16 exactly
     assert (n_stats.max, n_stats.min) == (float(n64.max()), float(n64.min()))

@@ -15,7 +15,18 @@ import pytest
 
 from tcmp.schemas.ge_names import GeNameForm
 from tcmp.schemas.graph import GraphKind
-from tcmp.schemas.layout import DumpFile, FileKind, GraphFile, Unrecognized, classify_name, discover, locate
+from tcmp.schemas.layout import (
+    DumpFile,
+    FileKind,
+    GraphFile,
+    Unrecognized,
+    classify_name,
+    discover,
+    dump_names,
+    locate,
+    outline,
+    scan_directory,
+)
 from tcmp.schemas.records import IO, Side
 from tcmp.schemas.synth.graph_writer import graph_file_name
 from tcmp.schemas.synth.model import ModelConfig
@@ -59,6 +70,28 @@ def assert_all_accounted(tree, root: Path) -> None:
     ignored = {p for p in written if p.name == "mapping.csv"}
     assert accounted(tree) | ignored == written
     assert not accounted(tree) & ignored
+    assert_outline_agrees(root, tree)
+
+
+def assert_outline_agrees(root: Path, tree, **options) -> None:
+    """What a compare reads, the outline and then one directory at a time, is exactly the whole tree `discover`
+    gave: the same files (none twice), graphs and problems; and each directory is placed as each of its files."""
+    shape = outline(root, **options)
+    files, problems = [], list(shape.problems)
+    for d in shape.dirs:
+        scan = scan_directory(root, d.path, side=d.side, **options)
+        for f in scan.files:
+            assert (f.side, f.path.parent, f.rank, f.token, f.model, f.run) == (
+                d.side, d.path, d.rank, d.token, d.model, d.run)  # fmt: skip
+            assert f.kind in d.kinds
+        files += scan.files
+        problems += scan.problems
+        if not scan.problems:  # binding reads only the names: the same ops
+            assert sorted(dump_names(d.path, d.side)) == sorted((f.op_name, f.op_type) for f in scan.files)
+    assert sorted(f.path for f in files) == sorted(f.path for f in tree.files)
+    assert set(files) == set(tree.files)
+    assert sorted(problems, key=lambda p: str(p.path)) == list(tree.problems)
+    assert shape.graphs == tree.graphs
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -73,6 +106,7 @@ def test_fx_eras_give_zero_based_tokens(tmp_path, era):
 
     assert tree.problems == () and tree.graphs == ()
     assert {f.path for f in tree.files} == every_file(scenario.golden_fx)
+    assert_outline_agrees(scenario.golden_fx, tree)
     assert all(f.side is Side.FX and f.kind is FileKind.FX_NPY for f in tree.files)
     assert sorted({f.token for f in tree.files}) == list(range(config.tokens))
     per_token = Counter(f.token for f in tree.files)
@@ -117,6 +151,7 @@ def test_fx_ranks_and_graph_modules(tmp_path):
 def test_fx_token_base_override(tmp_path):
     scenario = write_scenario(tmp_path, ScenarioConfig(fx_era=FxEra.STEP_GM, tokens=2, write_fusion_off=False))
     assert {f.token for f in discover(scenario.golden_fx, fx_token_base=0).files} == {1, 2}
+    assert_outline_agrees(scenario.golden_fx, discover(scenario.golden_fx, fx_token_base=0), fx_token_base=0)
     assert {f.token for f in discover(scenario.golden_fx).files} == {0, 1}
 
 
@@ -129,6 +164,7 @@ def test_fx_step_directory_below_the_token_base_is_a_problem(tmp_path):
     np.save(stray, np.zeros(3))
     tree = discover(scenario.golden_fx)
     assert [(p.path, "below the token base" in p.reason) for p in tree.problems] == [(stray, True)]
+    assert_outline_agrees(scenario.golden_fx, tree)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -221,6 +257,7 @@ def test_ffts_slice_files(tmp_path):
     scenario = write_scenario(tmp_path, config)
     tree = discover(scenario.target)
     assert tree.problems == ()
+    assert_outline_agrees(scenario.target, tree)
     by_path = {f.path: f for f in tree.files}
     sliced = [o for o in scenario.target_ops if len(o.paths) > 1]
     assert sorted(o.op_name for o in sliced) == ["Cast_1_0", "MatMul_0"]
@@ -389,7 +426,9 @@ def test_summary_files_in_a_tree(tmp_path):
     fx_dir = tmp_path / "fx" / "worldsize1_global_rank0" / "gm_1_dump" / "0"
     fx_dir.mkdir(parents=True)
     np.save(fx_dir / f"mm_0-aten.mm.default.OUTPUT.0.{FX_TS}_min_max.npy", np.array([0.0, 1.0]))
-    kinds = {f.path: f.kind for f in discover(scenario.target).files}
+    tree = discover(scenario.target)
+    assert_outline_agrees(scenario.target, tree)
+    kinds = {f.path: f.kind for f in tree.files}
     assert (kinds[ge_file], kinds[stats], kinds[npz]) == (
         FileKind.GE_BINARY,
         FileKind.GE_STATS_CSV,
