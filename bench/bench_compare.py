@@ -16,7 +16,11 @@ written once into a work directory; then, in the same run:
   used) against the target 2 x the largest tensor + 200 MB, and RSS summed (which counts shared pages once per
   process) for reference.
 
-    python bench/bench_compare.py [--work DIR] [--layers N] [--keep]
+The memory target holds "whatever the dump size": a dump grows with its tokens (and ranks), so `--tokens 8
+--hidden 32 --seq 12` (80K small files) against `--tokens 2 --hidden 32 --seq 12` (20K) shows what the file count
+costs.
+
+    python bench/bench_compare.py [--work DIR] [--layers N] [--tokens N] [--hidden N] [--seq N] [--keep]
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=160, help="model layers (~12.5 GE ops each)")
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
@@ -121,7 +126,7 @@ def main() -> int:
         if not (scenario_root / "target").exists():
             config = ScenarioConfig(
                 model=ModelConfig(layers=args.layers, hidden=args.hidden, seq=args.seq),
-                tokens=2,
+                tokens=args.tokens,
                 write_fusion_off=False,
                 faults=(Fault("layers.1/MatMul_1", FaultKind.REL_ERROR), Fault("SoftmaxV2_7", FaultKind.NAN)),
             )

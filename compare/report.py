@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Optional
 
 from .metrics import Mode
-from .records import Unmatched
 from .run import CompareResult, Divergence, RankResult
-from .table import UNMATCHED_COLUMNS, RenderedRows, columns, row_cells, unmatched_cells
+from .table import UNMATCHED_COLUMNS, RenderedRows, columns, row_cells
 from .verdict import Colour
 
 PREFIX = "tcmp_compare"
@@ -85,8 +84,9 @@ class RankWriter:
             for cells, colour in zip(rows.cells(), rows.colours):
                 self._xlsx.add(cells, colour)
 
-    def add_unmatched(self, items: Sequence[Unmatched]) -> None:
-        self._unmatched.writerows(unmatched_cells(u) for u in items)
+    def add_unmatched(self, csv_text: str) -> None:
+        """Unmatched items rendered by `table.render_unmatched`."""
+        self._unmatched_handle.write(csv_text)
 
     def close(self, summary: Optional[dict]) -> None:
         self._csv_handle.close()

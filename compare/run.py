@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -31,7 +31,7 @@ from .match import match_token
 from .metrics import NA, Mode, fused_loop_built
 from .prefetch import read_ahead, read_headers_ahead
 from .records import Role, Row, Unmatched, UnmatchedKind
-from .table import RenderedRows, render_rows
+from .table import RenderedRows, render_rows, render_unmatched
 from .verdict import Result, Thresholds, colour, magnitude_jump
 
 WORST_ROWS = 10
@@ -89,6 +89,9 @@ class Counts:
     @property
     def rows_from_raw(self) -> int:
         return self.rows - self.rows_from_index
+
+    def plus(self, other: Counts) -> Counts:
+        return Counts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(Counts)))
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -166,7 +169,7 @@ class _UnitResult:
     table: RenderedRows  # in execution order
     counts: Counts
     worst: tuple[Row, ...]
-    unmatched: tuple[Unmatched, ...]  # the token's target and golden files without a partner, and unusable files
+    unmatched: UnmatchedBatch  # the token's target and golden files without a partner, and unusable files
     target_ops: int
     ops_in_rows: int
     divergence: Optional[Divergence]
@@ -174,6 +177,30 @@ class _UnitResult:
 
 
 _NO_ROWS = RenderedRows("", ())
+
+
+@dataclass(frozen=True)
+class UnmatchedBatch:
+    """Unmatched items as they travel to the report: their CSV text and counts (rendered where they are found, in
+    the workers), and the items themselves only when they are to be kept."""
+
+    csv_text: str
+    counts: Counts
+    items: tuple[Unmatched, ...] = ()
+
+    @classmethod
+    def of(cls, items: Sequence[Unmatched], keep: bool) -> UnmatchedBatch:
+        target = sum(u.role is Role.TARGET for u in items)
+        kinds = Counter(u.kind for u in items)
+        counts = Counts(
+            unmatched_target=target,
+            unmatched_golden=len(items) - target,
+            unmatched_by_design=kinds[UnmatchedKind.BY_DESIGN],
+            unmatched_out_of_scope=kinds[UnmatchedKind.OUT_OF_SCOPE],
+            unmatched_no_partner=kinds[UnmatchedKind.NO_PARTNER],
+            unmatched_unreadable=kinds[UnmatchedKind.UNREADABLE],
+        )
+        return cls(render_unmatched(items), counts, tuple(items) if keep else ())
 
 
 def _by_token(dirs: Iterable[DumpDir]) -> dict[int, list[DumpDir]]:
@@ -252,7 +279,8 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
             for e in executions
         )  # fmt: skip
         leftovers = _golden_leftovers(golden.files, {}) if golden is not None else []
-        return _UnitResult(_NO_ROWS, Counts(), (), (*problems, *unmatched, *leftovers), len(executions), 0, None)
+        batch = UnmatchedBatch.of((*problems, *unmatched, *leftovers), keep_rows)
+        return _UnitResult(_NO_ROWS, Counts(), (), batch, len(executions), 0, None)
     golden_executions: tuple = ()
     if unit.kind is GoldenKind.FX:
         calls = fx_calls(golden.files)
@@ -272,7 +300,7 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
         table=render_rows(rows, mode),
         counts=_count(rows),
         worst=_worst(rows),
-        unmatched=(*problems, *result.unmatched, *leftovers),
+        unmatched=UnmatchedBatch.of((*problems, *result.unmatched, *leftovers), keep_rows),
         target_ops=len(executions),
         ops_in_rows=len({r.pair.order for r in rows}),
         divergence=_divergence(unit, rows),
@@ -370,7 +398,7 @@ def _run_units(
             while sum(not f.done() for f in futures.values()) < workers and taken < len(units):
                 futures[taken] = pool.submit(_compare_unit, units[taken], mode, options.thresholds, keep_rows)
                 taken += 1
-            if emit in futures and (futures[emit].done() or taken == len(units)):
+            if emit in futures and (futures[emit].done() or taken == len(units) or taken - emit > workers):
                 done[emit] = futures.pop(emit).result()
             else:  # every worker busy: the main process compares the next unit itself
                 done[taken] = _compare_unit(units[taken], mode, options.thresholds, keep_rows)
@@ -450,30 +478,14 @@ class _RankAccumulator:
         self.rows: list[Row] = []
         self.unmatched: list[Unmatched] = []
 
-    def add_unmatched(self, items: Sequence[Unmatched]) -> None:
-        target = sum(u.role is Role.TARGET for u in items)
-        kinds = Counter(u.kind for u in items)
-        c = self.counts
-        self.counts = replace(
-            c,
-            unmatched_target=c.unmatched_target + target,
-            unmatched_golden=c.unmatched_golden + len(items) - target,
-            unmatched_by_design=c.unmatched_by_design + kinds[UnmatchedKind.BY_DESIGN],
-            unmatched_out_of_scope=c.unmatched_out_of_scope + kinds[UnmatchedKind.OUT_OF_SCOPE],
-            unmatched_no_partner=c.unmatched_no_partner + kinds[UnmatchedKind.NO_PARTNER],
-            unmatched_unreadable=c.unmatched_unreadable + kinds[UnmatchedKind.UNREADABLE],
-        )
+    def add_unmatched(self, batch: UnmatchedBatch) -> None:
+        self.counts = self.counts.plus(batch.counts)
         if self.writer is not None:
-            self.writer.add_unmatched(items)
-        if self.keep_rows:
-            self.unmatched.extend(items)
+            self.writer.add_unmatched(batch.csv_text)
+        self.unmatched.extend(batch.items)
 
     def add_unit(self, result: _UnitResult) -> None:
-        c, u = self.counts, result.counts
-        self.counts = replace(
-            c, rows=c.rows + u.rows, passed=c.passed + u.passed, failed=c.failed + u.failed,
-            not_compared=c.not_compared + u.not_compared, rows_from_index=c.rows_from_index + u.rows_from_index,
-        )  # fmt: skip
+        self.counts = self.counts.plus(result.counts)
         self.worst = heapq.nlargest(WORST_ROWS, [*self.worst, *result.worst], key=_severity)
         if self.writer is not None:
             self.writer.add_rows(result.table)
@@ -547,20 +559,22 @@ def _run(
             return accumulators[rank if rank in accumulators else inputs.ranks[0]]
 
         for u in inputs.unmatched:
-            accumulator(u.rank).add_unmatched([u])
+            accumulator(u.rank).add_unmatched(UnmatchedBatch.of([u], keep_rows))
         for role, d in inputs.unbound:
             source = inputs.target if role is Role.TARGET else inputs.golden
             why = "golden file of a rank, run or graph that is not compared"
-            accumulator(d.rank).add_unmatched(_out_of_scope(role, d, source, why))
+            accumulator(d.rank).add_unmatched(UnmatchedBatch.of(_out_of_scope(role, d, source, why), keep_rows))
         # a binding's golden tokens missing in the target are listed after its last unit
         last_unit = {id(binding_units[-1]): orphans for binding_units, orphans in planned if binding_units}
         for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options, keep_rows, pool)), start=1):
             accumulators[unit.rank].add_unit(result)
             for d in last_unit.get(id(unit), ()):
                 why = f"token {d.token} missing in the target dump"
-                accumulators[unit.rank].add_unmatched(_out_of_scope(Role.GOLDEN, d, inputs.golden, why))
+                orphans = _out_of_scope(Role.GOLDEN, d, inputs.golden, why)
+                accumulators[unit.rank].add_unmatched(UnmatchedBatch.of(orphans, keep_rows))
             if progress:
                 progress(done, len(units))
+            del result  # written out: not kept alive while the next unit is compared
         ranks = tuple(acc.result() for acc in accumulators.values())
         notes = inputs.notes
         if mode is Mode.TENSOR and not fused_loop_built():

@@ -135,6 +135,13 @@ class RenderedRows:
         return csv.reader(io.StringIO(self.csv_text, newline=""))
 
 
+def render_unmatched(items: Sequence[Unmatched]) -> str:
+    """Unmatched items as the CSV text of their rows (see RenderedRows)."""
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows(unmatched_cells(u) for u in items)
+    return text.getvalue()
+
+
 def render_rows(rows: Sequence[Row], mode: Mode) -> RenderedRows:
     text = io.StringIO(newline="")
     csv.writer(text).writerows(row_cells(row, mode) for row in rows)
