@@ -251,9 +251,15 @@ def _graph_files_for(graphs: Sequence[GraphFile], rank: Optional[int]) -> dict[i
     return by_number
 
 
+def _jaccard(a: Iterable[str], b: Iterable[str]) -> float:
+    """Shared names over all names: a model whose ops are a subset of another's (one layer fewer) scores lower
+    against the larger one, where the share of one side's names found in the other would tie."""
+    a, b = set(a), set(b)
+    return len(a & b) / max(1, len(a | b))
+
+
 def _content_score(graph: Graph, dumped: frozenset[str]) -> float:
-    names = {sanitize(op.name) for op in graph.ops}
-    return len(dumped & names) / max(1, len(dumped))
+    return _jaccard(dumped, (sanitize(op.name) for op in graph.ops))
 
 
 @dataclass(frozen=True)
@@ -346,8 +352,7 @@ class _Binder:
         keys = _fx_keys(graph)
         scores = []
         for label, dirs in groups.items():
-            held = self.names(self.golden_source, dirs).fx_keys
-            scores.append((len(keys & held) / max(1, len(keys | held)), label))  # Jaccard: subsets score low
+            scores.append((_jaccard(keys, self.names(self.golden_source, dirs).fx_keys), label))
         scores.sort(reverse=True)
         complete = [label for score, label in scores if score >= FX_DUPLICATE_SCORE]
         if len(complete) > 1:
@@ -364,11 +369,11 @@ class _Binder:
             return model
         target_ops = self.names(self.target_source, dirs).ops
 
-        def shared(label: str) -> int:
-            return len(target_ops & self.names(self.golden_source, groups[label]).ops)
+        def score(label: str) -> float:
+            return _jaccard(target_ops, self.names(self.golden_source, groups[label]).ops)
 
-        best = max(groups, key=shared, default=None)
-        return best if best is not None and shared(best) else None
+        best = max(groups, key=score, default=None)
+        return best if best is not None and score(best) > 0 else None
 
 
 def collect(

@@ -422,3 +422,26 @@ def test_an_original_op_missing_from_the_graph_falls_back_to_the_fusion_outputs_
             assert all(any("renamed_by_a_later_pass is not in the graph" in m for m in r.messages) for r in outputs)
         target_unmatched = [u for u in result.ranks[0].unmatched if u.role is Role.TARGET and u.op_name in renamed]
         assert not [u for u in target_unmatched if u.io is not None and u.io.value == "output"]
+
+
+def test_model_directories_not_named_after_their_graph_are_bound_by_the_ops_they_hold(tmp_path):
+    """Model directories named otherwise than `graph_{N}`: each is bound to its graph file, and to its fusion-off
+    model directory, by the ops its files name. Graph 10 has one layer more than graph 2, so graph 2's ops are a
+    subset of graph 10's: a score that only asks "how many dumped ops does the graph name" cannot tell them apart."""
+    faults = (Fault("layers.1/MatMul_1", FaultKind.REL_ERROR),)
+    scenario = write_scenario(tmp_path, ScenarioConfig(tokens=2, graphs=(2, 10), faults=faults))
+    renames = {
+        scenario.target: {"graph_2_0": "decode", "graph_10_0": "prefill"},
+        scenario.golden_ge: {"graph_2_0": "z_small", "graph_10_0": "a_large"},
+    }
+    for root, names in renames.items():
+        for old, new in names.items():
+            (model_dir,) = [p for p in root.rglob(old) if p.is_dir()]
+            model_dir.rename(model_dir.with_name(new))
+    goldens = ((scenario.golden_fx, None), (scenario.golden_ge, {"decode": "z_small", "prefill": "a_large"}))
+    for golden, golden_labels in goldens:
+        result, inputs = run_compare(CompareOptions(scenario.target, golden), keep_rows=True)
+        assert {b.model: b.graph.name for b in inputs.bindings} == {"decode": "graph_2", "prefill": "graph_10"}
+        if golden_labels is not None:
+            assert {b.model: b.golden_label for b in inputs.bindings} == golden_labels
+        check_against_manifest(scenario, result)
