@@ -506,24 +506,18 @@ def outline(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> D
 
 
 def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> DumpTree:
-    """Every dump file, graph file and unusable dump-like file under `root` (for a tree of any size, `outline`
-    and `scan_directory` hold less).
+    """Every dump file, graph file and unusable dump-like file under `root`: the outline, then each directory's
+    files (a compare reads a big tree that way one token at a time, holding less).
 
     `fx_token_base` overrides the FX step numbering (0 or 1) when the era cannot be told from the layout.
     """
-    root = Path(os.path.realpath(root))
+    shape = outline(root, fx_token_base=fx_token_base)
     files: list[DumpFile] = []
-    graphs: list[GraphFile] = []
-    problems: list[Unrecognized] = []
-    for directory, entries in _walk(root):
-        dirs, dir_graphs, dir_problems = _outline_entries(root, directory, entries, fx_token_base)
-        graphs += dir_graphs
-        problems += dir_problems
-        for d in dirs:
-            scan = _scan_entries(root, directory, entries, fx_token_base, d.side)
-            files += scan.files
-            problems += scan.problems
+    problems = list(shape.problems)
+    for d in shape.dirs:
+        scan = scan_directory(shape.root, d.path, side=d.side, fx_token_base=fx_token_base)
+        files += scan.files
+        problems += scan.problems
     files.sort(key=lambda f: (f.side.value, str(f.path)))
-    graphs.sort(key=lambda g: (g.name.rank if g.name.rank is not None else -1, g.name.number, str(g.path)))
     problems.sort(key=lambda p: str(p.path))
-    return DumpTree(root, tuple(files), tuple(graphs), tuple(problems))
+    return DumpTree(shape.root, tuple(files), shape.graphs, tuple(problems))
