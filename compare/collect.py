@@ -397,14 +397,16 @@ def collect(
     target_source = DumpSource(target_tree.root, None, target_index)
     golden_source = DumpSource(golden_tree.root, fx_token_base, golden_index)
     target_ge = [d for d in target_tree.dirs if d.side is Side.GE]
-    if not target_ge:
-        raise CompareError(f"no GE dump files under the target path {target}")
-    if any(d.side is Side.GE for d in golden_tree.dirs):
+    if not _any_name_parses(target_ge):
+        raise CompareError(f"no GE dump files under the target path {target}{_unparsed(target_ge)}")
+    if _any_name_parses([d for d in golden_tree.dirs if d.side is Side.GE]):
         kind = GoldenKind.GE
-    elif any(d.side is Side.FX for d in golden_tree.dirs):
+    elif _any_name_parses([d for d in golden_tree.dirs if d.side is Side.FX]):
         kind = GoldenKind.FX
     else:
-        raise CompareError(f"no FX .npy files and no GE dump files under the golden path {golden}")
+        raise CompareError(
+            f"no FX .npy files and no GE dump files under the golden path {golden}{_unparsed(golden_tree.dirs)}"
+        )
     originals = [g for g in target_tree.graphs if g.name.kind is GraphKind.ORIGINAL]
     if kind is GoldenKind.FX and not originals:
         raise CompareError(
@@ -454,6 +456,16 @@ def collect(
     return CompareInputs(
         target_source, golden_source, kind, tuple(bindings), tuple(binder.unmatched), tuple(binder.notes), unbound
     )
+
+
+def _any_name_parses(dirs: Sequence[DumpDir]) -> bool:
+    """Does any of these directories hold a file whose name parses as a dump file name (the index only holds such
+    files)? Normally the first name answers; the outline itself reads no names."""
+    return any(not d.on_disk or d.indexed or next(dump_names(d.path, d.side), None) is not None for d in dirs)
+
+
+def _unparsed(dirs: Sequence[DumpDir]) -> str:
+    return ": files there are named like dumps, but no name parses as a dump file name" if dirs else ""
 
 
 def unusable(role: Role, rank: Optional[int], problem: Unrecognized) -> Unmatched:

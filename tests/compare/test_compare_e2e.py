@@ -367,6 +367,23 @@ def test_malformed_inputs_give_one_clear_message(tmp_path):
     for options, message in cases:
         with pytest.raises(CompareError, match=message):
             run_compare(options)
+    # trees whose files look like dumps but whose names do not parse: nothing to compare, no report written
+    garbled = tmp_path / "garbled"
+    shutil.copytree(scenario.root, garbled)
+    for side, root, message in (
+        ("target", garbled / scenario.target.relative_to(scenario.root), "no GE dump files"),
+        ("golden", garbled / scenario.golden_fx.relative_to(scenario.root), "no FX .npy files and no GE dump files"),
+    ):
+        for n, path in enumerate(p for p in sorted(root.rglob("*")) if p.is_file() and "graph" not in p.name):
+            path.rename(path.with_name(f"x.y.z.{n}" if side == "target" else f"garbage_{n}.npy"))
+        out = tmp_path / f"report_{side}"
+        out.mkdir()
+        target = garbled / scenario.target.relative_to(scenario.root)
+        with pytest.raises(CompareError, match=message):
+            run_compare(CompareOptions(target, garbled / scenario.golden_fx.relative_to(scenario.root)), out)
+        assert list(out.iterdir()) == []
+        shutil.rmtree(garbled)
+        shutil.copytree(scenario.root, garbled)
     # mismatched ranks
     for rank_dir in scenario.golden_fx.glob("worldsize*"):
         rank_dir.rename(rank_dir.with_name("worldsize1_global_rank7"))
