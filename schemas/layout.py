@@ -150,14 +150,19 @@ def _rank_of(parts: tuple[str, ...]) -> Optional[int]:
 
 def _ge_place(parts: tuple[str, ...]) -> tuple:
     """(rank, step, model, run, device, model_id) of a GE file's directory:
-    …/{time}/{device}/{model}/{model_id}/{step}."""
+    …/{time}/{device}/{model}/{model_id}/{step}.
+
+    Without a `worldsize{W}_[global_]rank{R}` directory (the layout before 2025-08) the device is the rank: each
+    device's process dumps its own model executions, and comparing two devices' files as one token would pair
+    executions across devices (the peer groups such trees by device too)."""
     up = list(reversed(parts))  # up[0] is the file's directory
     step = int(up[0]) if up and _DIGITS.match(up[0]) else None
     model_id = int(up[1]) if step is not None and len(up) > 1 and _DIGITS.match(up[1]) else None
     model = up[2] if model_id is not None and len(up) > 2 else None
     device = int(up[3]) if model is not None and len(up) > 3 and _DIGITS.match(up[3]) else None
     run = next((p for p in up if _TIME_DIR.match(p)), None)
-    return _rank_of(parts), step, model, run, device, model_id
+    rank = _rank_of(parts)
+    return rank if rank is not None else device, step, model, run, device, model_id
 
 
 def _fx_place(parts: tuple[str, ...], token_base: Optional[int]) -> Union[tuple, str]:

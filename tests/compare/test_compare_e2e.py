@@ -243,6 +243,20 @@ def test_forked_workers_never_walk_the_objects_they_inherit_and_the_main_process
     assert (frozen_in_worker > 0) == forked
 
 
+def test_devices_without_rank_directories_are_compared_as_ranks(tmp_path):
+    """GE dumps from before the rank directories: two devices' files under one {time} directory. Each device is
+    its own process; compared as one token, their executions of each op would pair across devices."""
+    faults = (Fault("MatMul_0", FaultKind.REL_ERROR, ranks=(1,)),)
+    config = ScenarioConfig(ranks=2, tokens=2, model=ModelConfig(layers=1), ge_rank_dirs=False, faults=faults)
+    scenario = write_scenario(tmp_path, config)
+    assert not list(scenario.target.rglob("worldsize*"))
+    for golden in (scenario.golden_fx, scenario.golden_ge):
+        result, _ = run_compare(CompareOptions(scenario.target, golden), keep_rows=True)
+        assert [r.rank for r in result.ranks] == [0, 1]
+        check_against_manifest(scenario, result)
+        assert not result.ranks[0].divergences and result.ranks[1].divergences
+
+
 def test_rank_option(multi_rank):
     result, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=1), keep_rows=True)
     assert [r.rank for r in result.ranks] == [1]

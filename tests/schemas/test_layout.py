@@ -191,13 +191,13 @@ def test_ge_ranks_graphs_and_steps(tmp_path, rank_dirs):
             assert file.graph_number == int(model.split("_")[1])
             if rank_dirs:
                 assert file.path.parts[-7] == f"worldsize2_global_rank{file.rank}"
-            else:
-                assert file.rank is None
+            else:  # the layout before rank directories: one process per device (spec §4.3, multi-device mode)
+                assert file.rank == int(device)
         assert {f.model for f in tree.files} == {"graph_2_0", "graph_10_0"}
         assert {f.graph_number for f in tree.files} == {2, 10}
         assert {f.token for f in tree.files} == {0, 1}
         assert {f.device for f in tree.files} == {0, 1}
-        assert set(tree.ranks) == ({0, 1} if rank_dirs else {None})
+        assert set(tree.ranks) == {0, 1}
         # graph files: per rank and graph, the original and the optimized one
         kinds = Counter((g.name.rank, g.name.number, g.name.kind) for g in tree.graphs)
         assert kinds == Counter({(r, n, k): 1 for r in (0, 1) for n in (2, 10) for k in GraphKind})
