@@ -111,6 +111,7 @@ def test_kill_9_twenty_times_while_a_writer_dumps_10000_files(root, tmp_path):
             if not wait_until(lambda pid=daemon.pid: _group_gone(pid), timeout=10):
                 orphaned.append(daemon.pid)
                 os.killpg(daemon.pid, signal.SIGKILL)
+            last_start = log.stat().st_size  # where the last instance's log lines begin
             daemon = _start(root, log)
         assert writer.wait(timeout=120) == 0
         entries = [json.loads(line) for line in manifest.read_text().splitlines()]
@@ -122,6 +123,9 @@ def test_kill_9_twenty_times_while_a_writer_dumps_10000_files(root, tmp_path):
 
         assert wait_until(all_summarized, timeout=120, interval=0.5), log.read_text()[-3000:]
         assert wait_until(lambda: not any(os.path.exists(e["path"]) for e in entries), timeout=30)
+        # the last instance may still be starting when the earlier ones already did all the work: a SIGTERM
+        # before its handler is installed would end it like any process, so wait for its "watching" line
+        assert wait_until(lambda: b"watching " in log.read_bytes()[last_start:], timeout=60)
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0
     finally:
