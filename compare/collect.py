@@ -113,14 +113,6 @@ class CompareInputs:
     unbound: tuple[tuple[Role, DumpDir], ...] = ()
 
     @property
-    def target_root(self) -> Path:
-        return self.target.root
-
-    @property
-    def golden_root(self) -> Path:
-        return self.golden.root
-
-    @property
     def ranks(self) -> tuple[Optional[int], ...]:
         return tuple(sorted({b.rank for b in self.bindings}, key=lambda r: -1 if r is None else r))
 
@@ -236,6 +228,14 @@ def _single_run(dirs: Sequence[DumpDir], role: str, chosen: Optional[str]) -> li
     return list(dirs)
 
 
+def by_token(dirs: Iterable[DumpDir]) -> dict[int, list[DumpDir]]:
+    """Directories by token; a directory outside any step directory counts as token 0."""
+    groups: dict[int, list[DumpDir]] = defaultdict(list)
+    for d in dirs:
+        groups[d.token if d.token is not None else 0].append(d)
+    return groups
+
+
 def _by_model(dirs: Iterable[DumpDir]) -> dict[str, list[DumpDir]]:
     groups: dict[str, list[DumpDir]] = defaultdict(list)
     for d in dirs:
@@ -285,8 +285,8 @@ class _Binder:
         self._names: dict[tuple, _Names] = {}
 
     def names(self, source: DumpSource, dirs: Sequence[DumpDir]) -> _Names:
-        first = min(d.token if d.token is not None else 0 for d in dirs)
-        sample = tuple(d for d in dirs if (d.token if d.token is not None else 0) == first)
+        tokens = by_token(dirs)
+        sample = tuple(tokens[min(tokens)])
         key = (source.root, tuple(d.path for d in sample))
         if key not in self._names:
             if all(d.on_disk and not d.indexed for d in sample):

@@ -23,7 +23,7 @@ from tcmp.schemas.graph import Graph
 from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpDir, DumpFile, FileKind
 from tcmp.schemas.records import IO
 
-from .collect import Binding, CompareInputs, DumpSource, GoldenKind, collect, unusable
+from .collect import Binding, CompareInputs, DumpSource, GoldenKind, by_token, collect, unusable
 from .evaluate import TensorLoader, evaluate
 from .executions import fx_calls, ge_executions
 from .fusion import GraphView
@@ -203,13 +203,6 @@ class UnmatchedBatch:
         return cls(render_unmatched(items), counts, tuple(items) if keep else ())
 
 
-def _by_token(dirs: Iterable[DumpDir]) -> dict[int, list[DumpDir]]:
-    groups: dict[int, list[DumpDir]] = defaultdict(list)
-    for d in dirs:
-        groups[d.token if d.token is not None else 0].append(d)
-    return groups
-
-
 SCALAR_FILE_LIMIT = 1024  # an .npy holding a scalar, None or a short string is far smaller than this
 
 
@@ -246,7 +239,7 @@ def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> tuple[st
 
 def _units(binding: Binding, inputs: CompareInputs) -> tuple[list[_Unit], list[DumpDir]]:
     """The binding's units, one per target token, and its golden directories of tokens the target lacks."""
-    target_tokens, golden_tokens = _by_token(binding.target_dirs), _by_token(binding.golden_dirs)
+    target_tokens, golden_tokens = by_token(binding.target_dirs), by_token(binding.golden_dirs)
     label = binding.graph.name if binding.graph is not None else binding.model
     units = []
     for token, dirs in sorted(target_tokens.items()):
@@ -594,11 +587,11 @@ def _run(
 
 def _golden_leftovers(files: Iterable[DumpFile], fused_into: Mapping[str, str]) -> list[Unmatched]:
     """The golden files of a compared token that no target tensor pairs with, and why."""
-    return [
-        Unmatched(Role.GOLDEN, f.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path),
-                  *_golden_leftover_reason(f, fused_into))
-        for f in files
-    ]  # fmt: skip
+    return [_golden_unmatched(f, *_golden_leftover_reason(f, fused_into)) for f in files]
+
+
+def _golden_unmatched(f: DumpFile, why: str, kind: UnmatchedKind) -> Unmatched:
+    return Unmatched(Role.GOLDEN, f.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path), why, kind)
 
 
 def _out_of_scope(role: Role, d: DumpDir, source: DumpSource, why: str) -> list[Unmatched]:
@@ -606,9 +599,5 @@ def _out_of_scope(role: Role, d: DumpDir, source: DumpSource, why: str) -> list[
     listing = source.listing((d,))
     items = [unusable(role, d.rank, p) for p in listing.problems]
     if role is Role.GOLDEN:
-        items += (
-            Unmatched(Role.GOLDEN, f.rank, f.token, f.op_name, f.op_type or "", f.io, f.index, str(f.path), why,
-                      UnmatchedKind.OUT_OF_SCOPE)
-            for f in listing.files
-        )  # fmt: skip
+        items += (_golden_unmatched(f, why, UnmatchedKind.OUT_OF_SCOPE) for f in listing.files)
     return items

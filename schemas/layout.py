@@ -438,7 +438,7 @@ class DumpOutline:
     problems: tuple[Unrecognized, ...]
 
 
-def place_dir(side: Side, directory: Path, fx_token_base: Optional[int]) -> Union[tuple, str]:
+def _place_dir(side: Side, directory: Path, fx_token_base: Optional[int]) -> Union[tuple, str]:
     """(rank, token, model, run) of a directory of `side`'s dump files, or why its FX files have no place."""
     if side is Side.GE:
         rank, step, model, run, _, _ = _ge_place(directory.parts)
@@ -482,7 +482,7 @@ def _outline_entries(
                 problems.append(problem)
     dirs = []
     for side, side_kinds in kinds.items():
-        place = place_dir(side, directory, fx_token_base)
+        place = _place_dir(side, directory, fx_token_base)
         if isinstance(place, str):  # every FX file here is unplaced: listed one by one
             problems.extend(_scan_entries(root, directory, entries, fx_token_base, side).problems)
             continue
