@@ -11,6 +11,11 @@ written once into a work directory; then, in the same run:
 - cold: the plain read and the tensor-mode compare again, each after the dumps were dropped from the page cache
   (`posix_fadvise(POSIX_FADV_DONTNEED)` on every file): the usual case for a dump of hundreds of GB, which
   cannot stay cached between the inference that wrote it and the compare;
+- the floor under the ratio: in one more compare (in this process, one job, not timed as a whole), the CPU time of
+  the work no implementation can skip, timed call by call: the compiled pair loop that reads every compared pair's
+  elements once for all its metrics and stats (`_fused.pair_sums`), and the conversion of device formats
+  (FRACTAL_NZ, NC1HWC0, ...) back to ND (`to_nd`). Spread over the cores and added to the plain read (spread too),
+  it is the least a compare could take; what lies above it is per-file and per-row work;
 - peak memory of each, sampled from /proc every 20 ms over the process tree in one more run (not timed: the
   sampling takes CPU from the compare): PSS summed (shared pages split between the processes, the memory really
   used) against the target 2 x the largest tensor + 200 MB, and RSS summed (which counts shared pages once per
@@ -38,6 +43,9 @@ from pathlib import Path
 
 from baseline import drop_cache, read_plainly
 
+from tcmp.compare import metrics
+from tcmp.compare.run import CompareOptions, DataMode, run_compare
+from tcmp.schemas import ge_dump
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 
@@ -80,6 +88,38 @@ def tree_memory(pid: int) -> tuple[int, int]:
         except OSError:
             continue
     return rss, pss
+
+
+class _Timed:
+    """A function that adds up the time spent in it."""
+
+    def __init__(self, function) -> None:
+        self.function, self.seconds, self.calls = function, 0.0, 0
+
+    def __call__(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return self.function(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+
+
+def essential_work(target: Path, golden: Path) -> tuple[float, _Timed, _Timed]:
+    """One tensor-mode compare in this process (one job, no report) with its compiled pair loop and its device
+    format conversions timed call by call: (the compare's wall time, the loop, the conversions)."""
+    fused, convert = metrics._fused, ge_dump.to_nd
+    if fused is None:
+        raise SystemExit("tcmp.compare._fused is not built: no floor to measure")
+    pair_sums, to_nd = _Timed(fused.pair_sums), _Timed(convert)
+    metrics._fused = type("TimedFused", (), {"pair_sums": staticmethod(pair_sums)})
+    ge_dump.to_nd = to_nd
+    try:
+        start = time.perf_counter()
+        run_compare(CompareOptions(target, golden, mode=DataMode.TENSOR, jobs=1))
+        return time.perf_counter() - start, pair_sums, to_nd
+    finally:
+        metrics._fused, ge_dump.to_nd = fused, convert
 
 
 def run_measured(command: list[str], sample_memory: bool) -> tuple[float, tuple[int, int], subprocess.CompletedProcess]:
@@ -191,6 +231,8 @@ def main() -> int:
             cold_compares.append(elapsed)
         cold_read, cold_compare = statistics.median(cold_reads), statistics.median(cold_compares)
 
+        wall_one_job, pair_loop, conversions = essential_work(target, golden)
+
         rss_target = 2 * largest + 200e6
         print()
         print(f"{'measure':<34}{'value':>12}{'ratio / target':>22}")
@@ -199,6 +241,11 @@ def main() -> int:
             label = f"{mode}-mode compare, --jobs {jobs}"
             target_note = " (<= 3x)" if mode == "tensor" and jobs > 1 else ""
             print(f"{label:<34}{elapsed:>11.2f}s{elapsed / baseline:>15.2f}x{target_note}")
+        floor = baseline / cores + (pair_loop.seconds + conversions.seconds) / cores
+        print(f"{'floor: read + loop + to_nd':<34}{floor:>11.2f}s{floor / baseline:>15.2f}x")
+        print(f"  (in a one-job compare of {wall_one_job:.2f} s: pair loop {pair_loop.seconds:.2f} s in "
+              f"{pair_loop.calls} calls, to_nd {conversions.seconds:.2f} s in {conversions.calls} calls; "
+              f"both and the read spread over {cores} cores)")  # fmt: skip
         print(f"{'cold: plain read':<34}{cold_read:>11.2f}s{'1.00x':>22}")
         print(f"{f'cold: tensor-mode compare, --jobs {cores}':<34}{cold_compare:>11.2f}s"
               f"{cold_compare / cold_read:>15.2f}x (<= 3x)")  # fmt: skip

@@ -3,6 +3,7 @@ row judged. One `TensorLoader` per worker keeps the GE file of the op being comp
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,11 @@ from .metrics import (
 from .records import Pair, Row, TensorRef, TensorStats
 from .summary import _crc32, summarize
 from .verdict import Judgement, Result, Thresholds, judge_md5, judge_statistics, judge_tensor
+
+
+@functools.lru_cache(maxsize=64)
+def _numpy_name(dtype: np.dtype) -> str:
+    return str(dtype)  # numpy builds the name anew on each call: a few µs per tensor
 
 
 class Unavailable(Exception):
@@ -185,7 +191,7 @@ class TensorLoader:
                 value = self._fx_value(first.path)
                 if value.kind not in (TensorKind.TENSOR, TensorKind.SCALAR) or value.array is None:
                     raise Unavailable(f"non-tensor argument ({value.kind.value}: {value.text})")
-                return Loaded(value.array, None, str(value.array.dtype), tuple(value.array.shape))
+                return Loaded(value.array, None, _numpy_name(value.array.dtype), value.array.shape)
             if len(ref.files) > 1:
                 merged = self._ffts(ref)
                 items = merged.inputs if ref.io is IO.INPUT else merged.outputs
@@ -240,7 +246,7 @@ def _at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
         if bench.array.ndim != 0:
             return bench
         rounded = bench.array.astype(target)
-        return Loaded(rounded, None, str(rounded.dtype), bench.shape, (*bench.notes, note))
+        return Loaded(rounded, None, _numpy_name(rounded.dtype), bench.shape, (*bench.notes, note))
     s = bench.summary
     if s is None or s.numel != 1 or s.min is None or bench.shape not in ((), (1,)):
         return bench

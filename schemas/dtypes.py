@@ -13,6 +13,7 @@ cannot be closed while a view of it exists), and are read-only when the buffer i
 from __future__ import annotations
 
 import enum
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -95,6 +96,7 @@ class Decoded:
     note: Optional[str]
 
 
+@functools.lru_cache(maxsize=1024)  # asked per tensor, of a handful of codes
 def dtype_name(code: int) -> str:
     """Name of a dtype code: "DT_FLOAT16" for 2, "DT_UNKNOWN(77)" for a number outside the table."""
     try:

@@ -117,11 +117,16 @@ class _Layout:
     payload_total: int
 
 
+# GE headers are a few KB: one read of this much usually takes the length, the nano probe and the whole header.
+_FIRST_READ = 16 << 10
+
+
 def _read_prefix(handle, path: Path, file_size: int) -> tuple[int, bytes]:
-    """The header length and the 4 bytes after it (nano magic probe)."""
+    """The header length and the bytes after it that one read gives (at least the 4 of the nano magic probe,
+    when the file has them)."""
     if file_size < LENGTH_PREFIX.size:
         raise DumpIncomplete(path, f"only {file_size} bytes: the 8-byte header length is not written yet")
-    head = handle.read(LENGTH_PREFIX.size + 4)
+    head = handle.read(_FIRST_READ)
     (header_length,) = LENGTH_PREFIX.unpack_from(head)
     if header_length > MAX_HEADER_BYTES:
         raise DumpCorrupt(
@@ -154,34 +159,32 @@ def _check_total(path: Path, header_length: int, sizes: list[int], file_size: in
         )
 
 
-def _shape(message) -> tuple[int, ...]:
-    return tuple(int(d) for d in message.dim)
-
-
 def _tensors_from_header(message, header_length: int) -> tuple[tuple[GeTensor, ...], tuple[GeTensor, ...]]:
     offset = LENGTH_PREFIX.size + header_length
     inputs = []
     for i, item in enumerate(message.input):  # payload order is inputs first (writer: DoDumpTensor)
+        size = item.size
         inputs.append(
             GeTensor(
-                IO.INPUT, i, item.data_type, item.format, item.sub_format, _shape(item.shape),
-                _shape(item.original_shape), int(item.size), offset,
+                IO.INPUT, i, item.data_type, item.format, item.sub_format, tuple(item.shape.dim),
+                tuple(item.original_shape.dim), size, offset,
             )
         )  # fmt: skip
-        offset += int(item.size)
+        offset += size
     outputs = []
     for i, item in enumerate(message.output):
         original = None
         if item.HasField("original_op") and item.original_op.name:
             op = item.original_op
-            original = OriginalOp(op.name, int(op.output_index), op.data_type, op.format)
+            original = OriginalOp(op.name, op.output_index, op.data_type, op.format)
+        size = item.size
         outputs.append(
             GeTensor(
-                IO.OUTPUT, i, item.data_type, item.format, item.sub_format, _shape(item.shape),
-                _shape(item.original_shape), int(item.size), offset, original,
+                IO.OUTPUT, i, item.data_type, item.format, item.sub_format, tuple(item.shape.dim),
+                tuple(item.original_shape.dim), size, offset, original,
             )
         )  # fmt: skip
-        offset += int(item.size)
+        offset += size
     return tuple(inputs), tuple(outputs)
 
 
@@ -194,28 +197,30 @@ def read_ge_dump(path: PathLike) -> GeDump:
     path = path if isinstance(path, Path) else Path(path)  # Path(a_path) parses the whole path again
     with open(path, "rb") as handle:
         file_size = os.fstat(handle.fileno()).st_size
-        header_length, probe = _read_prefix(handle, path, file_size)
-        if len(probe) == 4 and struct.unpack("<I", probe)[0] == NANO_MAGIC:
+        header_length, after = _read_prefix(handle, path, file_size)
+        if len(after) >= 4 and struct.unpack_from("<I", after)[0] == NANO_MAGIC:
             from .ge_nano import read_nano_header  # rare: lite SoCs only
 
-            handle.seek(LENGTH_PREFIX.size)
-            return read_nano_header(path, handle.read(header_length), header_length, file_size)
-        handle.seek(LENGTH_PREFIX.size)
-        header = handle.read(header_length)
+            if len(after) < header_length:
+                after += handle.read(header_length - len(after))
+            return read_nano_header(path, after[:header_length], header_length, file_size)
+        header = after[:header_length]
+        if len(header) < header_length:
+            header += handle.read(header_length - len(header))
     try:
         message = proto.DumpData.FromString(header)
     except (DecodeError, RuntimeError, ValueError) as exc:  # upb raises DecodeError; older backends vary
         raise DumpCorrupt(path, f"header ({header_length} bytes) is not a DumpData protobuf: {exc}") from exc
-    sizes = [int(t.size) for t in message.input] + [int(t.size) for t in message.output]
-    buffer_sizes = tuple(int(b.size) for b in message.buffer)
-    workspace_sizes = tuple(int(s.size) for s in message.space)
-    _check_total(path, header_length, sizes + list(buffer_sizes) + list(workspace_sizes), file_size)
     inputs, outputs = _tensors_from_header(message, header_length)
+    buffer_sizes = tuple(b.size for b in message.buffer)
+    workspace_sizes = tuple(s.size for s in message.space)
+    sizes = [t.size for t in inputs] + [t.size for t in outputs] + [*buffer_sizes, *workspace_sizes]
+    _check_total(path, header_length, sizes, file_size)
     return GeDump(
         path=path,
         op_name=message.op_name,
         version=message.version,
-        dump_time=int(message.dump_time),
+        dump_time=message.dump_time,
         inputs=inputs,
         outputs=outputs,
         buffer_sizes=buffer_sizes,

@@ -148,6 +148,7 @@ def _rank_of(parts: tuple[str, ...]) -> Optional[int]:
     return None
 
 
+@functools.lru_cache(maxsize=4096)  # the same for every file of a directory
 def _ge_place(parts: tuple[str, ...]) -> tuple:
     """(rank, step, model, run, device, model_id) of a GE file's directory:
     …/{time}/{device}/{model}/{model_id}/{step}.
@@ -165,6 +166,7 @@ def _ge_place(parts: tuple[str, ...]) -> tuple:
     return rank if rank is not None else device, step, model, run, device, model_id
 
 
+@functools.lru_cache(maxsize=4096)  # the same for every file of a directory
 def _fx_place(parts: tuple[str, ...], token_base: Optional[int]) -> Union[tuple, str]:
     """(rank, token, graph) of an FX file's directory, or why it has none: the step directory is the file's parent
     (newest/oldest eras) or grandparent (middle eras)."""

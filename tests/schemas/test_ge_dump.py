@@ -154,6 +154,27 @@ def test_nano_dump_round_trip(tmp_path):
         assert_exact(got.array, want.expected)
 
 
+@pytest.mark.parametrize("nano", [False, True], ids=["big dump", "nano"])
+def test_header_longer_than_the_first_read(tmp_path, nano):
+    """A header of tens of KB (long attrs, hundreds of tensors) is read whole, however much the first read took."""
+    values = [np.full((3,), i, dtype=np.float32) for i in range(400)]
+    specs = [TensorSpec(v, DT.DT_FLOAT) for v in values]
+    if nano:
+        data, _, _ = encode_nano_dump(specs, [])
+    else:
+        data, _, _ = encode_ge_dump("op", specs, [], dump_time=TS, attrs=[("graph", "x" * 40_000)])
+    (header_length,) = struct.unpack_from("<Q", data)
+    assert header_length > 16 << 10  # beyond what the reader takes in its first read
+    path = tmp_path / f"Op.op.1.2.{TS}"
+    path.write_bytes(data)
+    dump, loaded = load_all(path)
+    assert dump.nano is nano and dump.header_length == header_length and len(dump.inputs) == 400
+    if not nano:
+        assert dump.attrs == (("graph", "x" * 40_000),)
+    for got, want in zip(loaded, values):
+        assert_exact(got.array, want)
+
+
 def test_odd_tensor_does_not_spoil_the_file(tmp_path):
     header = proto.DumpData(version="2.0", op_name="op")
     odd = header.output.add(data_type=77, format=2, size=5)
