@@ -7,14 +7,17 @@ import enum
 import gc
 import heapq
 import math
+import multiprocessing
+import multiprocessing.queues
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from tcmp import one_blas_thread
 from tcmp.schemas.errors import DumpError
@@ -30,6 +33,7 @@ from .fusion import GraphView
 from .match import match_token
 from .metrics import NA, Mode, fused_loop_built
 from .prefetch import read_ahead, read_headers_ahead
+from .progress import REPORT_INTERVAL_S, ProgressCallback, ProgressTracker, UnitReport, init_worker, worker_report
 from .records import Role, Row, Unmatched, UnmatchedKind
 from .table import RenderedRows, render_rows, render_unmatched
 from .verdict import Result, Thresholds, colour, magnitude_jump
@@ -250,9 +254,12 @@ def _units(binding: Binding, inputs: CompareInputs) -> tuple[list[_Unit], list[D
     return units, orphans
 
 
-def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool = False) -> _UnitResult:
-    """List one token's files, plan it (headers, executions, pairs), compare its pairs, colour and render the rows,
-    count them, find the token's divergence and worst rows, and list what has no partner."""
+def _compare_unit(
+    unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool = False, report: Optional[UnitReport] = None
+) -> _UnitResult:
+    """List one token's files, plan it (headers, executions, pairs), compare its pairs (`report`ing the share
+    done), colour and render the rows, count them, find the token's divergence and worst rows, and list what has no
+    partner."""
     view = GraphView(unit.graph) if unit.graph is not None else None
     target = unit.target.listing(unit.target_dirs)
     golden = unit.golden.listing(unit.golden_dirs) if unit.golden_dirs is not None else None
@@ -286,7 +293,12 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
         result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden_executions)
     headers = {h.path: h for e in (*executions, *golden_executions) for h in e.headers}
     loader = TensorLoader(headers)
-    rows = _with_colours([evaluate(p, mode, thresholds, loader) for p in read_ahead(result.pairs)], thresholds)
+    evaluated = []
+    for pair in read_ahead(result.pairs):
+        evaluated.append(evaluate(pair, mode, thresholds, loader))
+        if report is not None:
+            report(len(evaluated) / len(result.pairs))
+    rows = _with_colours(evaluated, thresholds)
     used = result.used_golden
     leftovers = _golden_leftovers([f for f in golden.files if f.path not in used], result.fused_into)
     return _UnitResult(
@@ -299,6 +311,10 @@ def _compare_unit(unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bo
         divergence=_divergence(unit, rows),
         rows=tuple(rows) if keep_rows else (),
     )
+
+
+def _compare_unit_in_worker(number: int, unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool):
+    return _compare_unit(unit, mode, thresholds, keep_rows, worker_report(number))
 
 
 def _count(rows: Sequence[Row]) -> Counts:
@@ -331,7 +347,15 @@ def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
     )
 
 
-def _start_workers(jobs: int) -> Optional[ProcessPoolExecutor]:
+@dataclass(frozen=True)
+class Workers:
+    """A compare's helper processes, and the queue their units report their progress on."""
+
+    pool: ProcessPoolExecutor
+    progress: multiprocessing.queues.Queue  # of (unit number, share of its pairs compared)
+
+
+def _start_workers(jobs: int) -> Optional[Workers]:
     """The compare's helper processes: `jobs` - 1 of them, since the main process compares units too (a process
     fewer, and its units are not pickled). None for one job.
 
@@ -340,14 +364,18 @@ def _start_workers(jobs: int) -> Optional[ProcessPoolExecutor]:
     copy a lock held by it, so they are spawned, starting to import before the dumps are collected."""
     if jobs < 2:
         return None
-    import multiprocessing
     import threading
 
     one_blas_thread()  # per process: the processes are the parallelism
     fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
-    pool = ProcessPoolExecutor(
-        max_workers=jobs - 1, mp_context=multiprocessing.get_context("fork" if fork else "spawn")
-    )
+    context = multiprocessing.get_context("fork" if fork else "spawn")
+    try:
+        progress = context.Queue()
+        pool = ProcessPoolExecutor(
+            max_workers=jobs - 1, mp_context=context, initializer=init_worker, initargs=(progress,)
+        )
+    except OSError:  # no semaphores here (a sandbox without /dev/shm): the main process does everything
+        return None
     if fork:
         gc.freeze()  # the workers' collector then never walks (and so never copies) the pages they inherit
     try:
@@ -358,45 +386,66 @@ def _start_workers(jobs: int) -> Optional[ProcessPoolExecutor]:
         return None
     finally:
         gc.unfreeze()
-    return pool
+    return Workers(pool, progress)
 
 
 @contextmanager
-def compare_workers(jobs: int) -> Iterator[Optional[ProcessPoolExecutor]]:
+def compare_workers(jobs: int) -> Iterator[Optional[Workers]]:
     """The worker processes of a compare with `jobs` jobs (None for one), for `run_compare(workers=...)`; enter it
     before starting any thread."""
-    pool = _start_workers(jobs)
+    workers = _start_workers(jobs)
     try:
-        yield pool
+        yield workers
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        if workers is not None:
+            workers.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run_units(
-    units: Sequence[_Unit], mode: Mode, options: CompareOptions, keep_rows: bool, pool: Optional[ProcessPoolExecutor]
+    units: Sequence[_Unit],
+    mode: Mode,
+    options: CompareOptions,
+    keep_rows: bool,
+    workers: Optional[Workers],
+    tracker: ProgressTracker,
 ) -> Iterator[_UnitResult]:
-    """Unit results in unit order. With a pool, each worker keeps one unit in hand and the main process takes the
-    next unit nobody has; results wait (a few units at most) until those before them are out."""
-    if pool is None or len(units) < 2:
-        for unit in units:
-            yield _compare_unit(unit, mode, options.thresholds, keep_rows)
+    """Unit results in unit order. With workers, each keeps one unit in hand and the main process takes the next
+    unit nobody has; results wait (a few units at most) until those before them are out."""
+    if workers is None or len(units) < 2:
+        for number, unit in enumerate(units):
+            result = _compare_unit(unit, mode, options.thresholds, keep_rows, tracker.report_for(number))
+            tracker.finished(number)
+            yield result
         return
-    workers = max(1, options.jobs - 1)
+    pool, helpers = workers.pool, max(1, options.jobs - 1)
     futures: dict[int, Future] = {}
     done: dict[int, _UnitResult] = {}
     taken = 0  # units handed out, to a worker or to the main process
     for emit in range(len(units)):
         while emit not in done:
-            while sum(not f.done() for f in futures.values()) < workers and taken < len(units):
-                futures[taken] = pool.submit(_compare_unit, units[taken], mode, options.thresholds, keep_rows)
+            while sum(not f.done() for f in futures.values()) < helpers and taken < len(units):
+                futures[taken] = pool.submit(
+                    _compare_unit_in_worker, taken, units[taken], mode, options.thresholds, keep_rows
+                )
                 taken += 1
-            if emit in futures and (futures[emit].done() or taken == len(units) or taken - emit > workers):
-                done[emit] = futures.pop(emit).result()
+            if emit in futures and (futures[emit].done() or taken == len(units) or taken - emit > helpers):
+                done[emit] = _result(futures.pop(emit), tracker)
+                tracker.finished(emit)
             else:  # every worker busy: the main process compares the next unit itself
-                done[taken] = _compare_unit(units[taken], mode, options.thresholds, keep_rows)
+                report = tracker.report_for(taken)
+                done[taken] = _compare_unit(units[taken], mode, options.thresholds, keep_rows, report)
+                tracker.finished(taken)
                 taken += 1
         yield done.pop(emit)
+
+
+def _result(future: Future, tracker: ProgressTracker) -> _UnitResult:
+    """A worker's unit result, taking in the workers' progress reports while it is awaited."""
+    while True:
+        try:
+            return future.result(timeout=REPORT_INTERVAL_S)
+        except FutureTimeout:
+            tracker.poll()
 
 
 def _op_key(row: Row) -> tuple:
@@ -508,29 +557,30 @@ def run_compare(
     output_dir: Optional[Path] = None,
     *,
     highlight: bool = False,
-    progress: Optional[Callable[[int, int], None]] = None,
+    progress: Optional[ProgressCallback] = None,
     keep_rows: bool = False,
-    workers: Optional[ProcessPoolExecutor] = None,
+    workers: Optional[Workers] = None,
 ) -> tuple[CompareResult, CompareInputs]:
     """Run a compare and, with `output_dir`, stream its report files there (see tcmp.compare.report). With
-    `options.jobs` > 1, on `workers` (`compare_workers`) or on workers of its own.
+    `options.jobs` > 1, on `workers` (`compare_workers`) or on workers of its own. `progress(done, units)` is told
+    how many units (tokens of a graph) are done, counting the share of its pairs each unit under way has compared.
 
     Raises CompareError (one line) when it cannot run at all; report files appear only when it completes.
     `keep_rows` keeps every row and unmatched item in the result (for tests and library users; the CLI streams).
     """
     if workers is not None or options.jobs < 2:
         return _run(options, output_dir, highlight, progress, keep_rows, workers)
-    with compare_workers(options.jobs) as pool:
-        return _run(options, output_dir, highlight, progress, keep_rows, pool)
+    with compare_workers(options.jobs) as started:
+        return _run(options, output_dir, highlight, progress, keep_rows, started)
 
 
 def _run(
     options: CompareOptions,
     output_dir: Optional[Path],
     highlight: bool,
-    progress: Optional[Callable[[int, int], None]],
+    progress: Optional[ProgressCallback],
     keep_rows: bool,
-    pool: Optional[ProcessPoolExecutor],
+    workers: Optional[Workers],
 ) -> tuple[CompareResult, CompareInputs]:
     from .report import ReportSet  # report builds on this module's records
 
@@ -559,14 +609,13 @@ def _run(
             accumulator(d.rank).add_unmatched(UnmatchedBatch.of(_out_of_scope(role, d, source, why), keep_rows))
         # a binding's golden tokens missing in the target are listed after its last unit
         last_unit = {id(binding_units[-1]): orphans for binding_units, orphans in planned if binding_units}
-        for done, (unit, result) in enumerate(zip(units, _run_units(units, mode, options, keep_rows, pool)), start=1):
+        tracker = ProgressTracker(len(units), progress, workers.progress if workers is not None else None)
+        for unit, result in zip(units, _run_units(units, mode, options, keep_rows, workers, tracker)):
             accumulators[unit.rank].add_unit(result)
             for d in last_unit.get(id(unit), ()):
                 why = f"token {d.token} missing in the target dump"
                 orphans = _out_of_scope(Role.GOLDEN, d, inputs.golden, why)
                 accumulators[unit.rank].add_unmatched(UnmatchedBatch.of(orphans, keep_rows))
-            if progress:
-                progress(done, len(units))
             del result  # written out: not kept alive while the next unit is compared
         ranks = tuple(acc.result() for acc in accumulators.values())
         notes = inputs.notes

@@ -49,13 +49,22 @@ def _check_writable(directory: Path, what: str) -> None:
         raise _fail(f"cannot write {what} {directory}: {exc.strerror or exc}") from None
 
 
-def _progress():
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+def _progress(percent: bool = False):
+    """A progress display on stderr: done/total (files), or with `percent` a percentage (a compare's units, which
+    report the share of their pairs compared as they go)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        TaskProgressColumn() if percent else MofNCompleteColumn(),
         TimeRemainingColumn(),
         console=err,
         transient=True,
@@ -179,10 +188,13 @@ def compare(
         golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db,
     )  # fmt: skip
     try:
-        with compare_workers(jobs) as workers, _progress() as progress:  # forked before the progress thread starts
+        with (
+            compare_workers(jobs) as workers,
+            _progress(percent=True) as progress,
+        ):  # forked before the progress thread starts
             task = progress.add_task("comparing", total=None)
 
-            def advance(done: int, total: int) -> None:
+            def advance(done: float, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
             result, _ = run_compare(options, output_path, highlight=highlight, progress=advance, workers=workers)

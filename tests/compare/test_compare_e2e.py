@@ -237,9 +237,9 @@ def test_forked_workers_never_walk_the_objects_they_inherit_and_the_main_process
     holding a Python object; the main process unfreezes once its workers run. (Spawned workers, where a thread
     runs, inherit nothing.)"""
     forked = threading.active_count() == 1
-    with run.compare_workers(2) as pool:
-        assert pool is not None and gc.get_freeze_count() == 0
-        frozen_in_worker = pool.submit(gc.get_freeze_count).result()
+    with run.compare_workers(2) as workers:
+        assert workers is not None and gc.get_freeze_count() == 0
+        frozen_in_worker = workers.pool.submit(gc.get_freeze_count).result()
     assert (frozen_in_worker > 0) == forked
 
 

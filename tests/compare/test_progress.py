@@ -1,0 +1,67 @@
+"""A compare's progress moves inside its units: the share of a unit's pairs compared reaches the callback from the
+main process and, through a queue, from the workers."""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+
+from tcmp.compare import progress, run
+from tcmp.compare.collect import collect
+from tcmp.compare.metrics import Mode
+from tcmp.compare.run import CompareOptions, run_compare
+from tcmp.compare.verdict import Thresholds
+from tcmp.schemas.synth.model import ModelConfig
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
+
+
+@pytest.fixture(scope="module")
+def two_tokens(tmp_path_factory):
+    root = tmp_path_factory.mktemp("progress")
+    return write_scenario(root, ScenarioConfig(tokens=2, model=ModelConfig(layers=2), write_fusion_off=False))
+
+
+def _assert_moves_within_units(seen: list[tuple[float, int]], units: int) -> None:
+    assert seen and {total for _, total in seen} == {units}
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and done[-1] == pytest.approx(units)
+    assert any(not float(d).is_integer() for d in done), done  # some report came from inside a unit
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_progress_counts_the_share_of_each_unit_done(two_tokens, monkeypatch, jobs):
+    monkeypatch.setattr(progress, "REPORT_INTERVAL_S", 0.0)  # every pair reports (workers fork with it set)
+    seen: list[tuple[float, int]] = []
+    result, _ = run_compare(
+        CompareOptions(two_tokens.target, two_tokens.golden_fx, jobs=jobs), progress=lambda d, t: seen.append((d, t))
+    )
+    assert sum(r.counts.rows for r in result.ranks) > 0
+    _assert_moves_within_units(seen, units=2)
+
+
+def test_a_late_report_never_moves_a_finished_unit_back():
+    reports: queue.Queue = queue.Queue()  # what the tracker reads: the pool's queue, or any with get_nowait
+    seen: list[tuple[float, int]] = []
+    tracker = progress.ProgressTracker(3, lambda d, t: seen.append((d, t)), reports)
+    tracker.finished(0)
+    reports.put((1, 0.5))
+    reports.put((0, 0.25))  # late: unit 0 is done
+    tracker.poll()
+    assert seen == [(1.0, 3), (1.5, 3)]  # unit 0 finished, unit 1 half done, unit 2 not started
+    assert tracker.shares == {0: 1.0, 1: 0.5}
+
+
+def test_outside_a_pool_a_unit_has_no_worker_report():
+    assert progress.worker_report(0) is None
+
+
+def test_a_unit_compared_in_a_worker_reports_through_the_pools_queue(two_tokens):
+    inputs = collect(two_tokens.target, two_tokens.golden_fx)
+    unit = run._units(inputs.bindings[0], inputs)[0][0]
+    with run.compare_workers(2) as workers:
+        assert workers is not None
+        result = workers.pool.submit(run._compare_unit_in_worker, 7, unit, Mode.TENSOR, Thresholds(), False)
+        assert result.result(timeout=120).counts.rows > 0
+        number, share = workers.progress.get(timeout=10)  # a unit's first report always goes out
+    assert number == 7 and 0 < share <= 1
