@@ -1,6 +1,7 @@
-"""How far a compare has come, inside its units too. Each unit (one token of one graph) reports the share of its
-pairs compared so far: from the main process directly, from the workers through a queue. Counting whole units
-only, a compare of one token (the usual one-step dump) would show nothing until it ends."""
+"""How far a compare has come, inside its units too. Each unit (one token of one graph), or each part of a unit
+that was split over the processes, reports the share of its pairs compared so far: from the main process directly,
+from the workers through a queue. Counting whole units only, a compare of one token (the usual one-step dump)
+would show nothing until it ends."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Callable, Optional
 REPORT_INTERVAL_S = 0.2
 
 ProgressCallback = Callable[[float, int], None]  # (units done, with the shares of those under way; units)
-UnitReport = Callable[[float], None]  # the share of a unit's pairs compared so far
+UnitReport = Callable[[float], None]  # the share of a unit's (or a part's) pairs compared so far
 
 _worker_queue = None  # in a worker: its pool's progress queue (`init_worker`)
 
@@ -25,12 +26,13 @@ def init_worker(progress_queue) -> None:
     _worker_queue = progress_queue
 
 
-def worker_report(unit: int) -> Optional[UnitReport]:
-    """How unit number `unit`, compared in this worker, reports; None outside a pool with a queue."""
+def worker_report(unit: int, part: int = 0, weight: float = 1.0) -> Optional[UnitReport]:
+    """How part `part` of unit number `unit` (`weight`: its share of the unit's pairs), compared in this worker,
+    reports; None outside a pool with a queue."""
     channel = _worker_queue
     if channel is None:
         return None
-    return _throttled(lambda share: channel.put((unit, share)))
+    return _throttled(lambda share: channel.put((unit, part, share * weight)))
 
 
 def _throttled(report: UnitReport) -> UnitReport:
@@ -47,33 +49,42 @@ def _throttled(report: UnitReport) -> UnitReport:
 
 
 class ProgressTracker:
-    """The main process's view: every unit's share done, passed on to `callback` whenever it grows."""
+    """The main process's view: how much of every unit is done, passed on to `callback` whenever it grows."""
 
     def __init__(self, units: int, callback: Optional[ProgressCallback], worker_queue=None) -> None:
         self.units, self.callback, self.queue = units, callback, worker_queue
-        self.shares: dict[int, float] = {}
+        self.parts: dict[int, dict[int, float]] = {}  # unit -> part -> share of the unit done by that part
+        self.finished_units: set[int] = set()
 
-    def report_for(self, unit: int) -> UnitReport:
-        """How a unit compared in this process reports (taking in the workers' reports as it goes)."""
-        return _throttled(lambda share: self._update(((unit, share),)))
+    @property
+    def done(self) -> float:
+        under_way = (sum(p.values()) for unit, p in self.parts.items() if unit not in self.finished_units)
+        return len(self.finished_units) + sum(under_way)
+
+    def report_for(self, unit: int, part: int = 0, weight: float = 1.0) -> UnitReport:
+        """How a unit (or part of one) compared in this process reports; it takes in the workers' reports too."""
+        return _throttled(lambda share: self._update(((unit, part, share * weight),)))
 
     def finished(self, unit: int) -> None:
-        self._update(((unit, 1.0),))
+        if unit not in self.finished_units:
+            self.finished_units.add(unit)
+            self._update((), changed=True)
 
     def poll(self) -> None:
         """Take in what the workers have reported (always, callback or not: the queue must not fill up)."""
         self._update(())
 
-    def _update(self, reports) -> None:
-        changed = False
-        for unit, share in (*reports, *self._received()):
-            if share > self.shares.get(unit, 0.0):  # a late report never moves a finished unit back
-                self.shares[unit] = share
+    def _update(self, reports, changed: bool = False) -> None:
+        for unit, part, share in (*reports, *self._received()):
+            parts = self.parts.setdefault(unit, {})
+            # a late report never moves a part, or a finished unit, back
+            if unit not in self.finished_units and share > parts.get(part, 0.0):
+                parts[part] = share
                 changed = True
         if changed and self.callback is not None:
-            self.callback(sum(self.shares.values()), self.units)
+            self.callback(self.done, self.units)
 
-    def _received(self) -> list[tuple[int, float]]:
+    def _received(self) -> list[tuple[int, int, float]]:
         received = []
         while self.queue is not None:
             try:

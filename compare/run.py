@@ -3,7 +3,9 @@ processes with `jobs` > 1), judge them, and find where accuracy is first lost.""
 
 from __future__ import annotations
 
+import bisect
 import enum
+import functools
 import gc
 import heapq
 import math
@@ -17,11 +19,12 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 from tcmp import one_blas_thread
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
+from tcmp.schemas.ge_dump import GeDump
 from tcmp.schemas.graph import Graph
 from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpDir, DumpFile, FileKind
 from tcmp.schemas.records import IO
@@ -34,7 +37,7 @@ from .match import match_token
 from .metrics import NA, Mode, fused_loop_built
 from .prefetch import read_ahead, read_headers_ahead
 from .progress import REPORT_INTERVAL_S, ProgressCallback, ProgressTracker, UnitReport, init_worker, worker_report
-from .records import Role, Row, Unmatched, UnmatchedKind
+from .records import Pair, Role, Row, Unmatched, UnmatchedKind
 from .table import RenderedRows, render_rows, render_unmatched
 from .verdict import Result, Thresholds, colour, magnitude_jump
 
@@ -257,9 +260,31 @@ def _units(binding: Binding, inputs: CompareInputs) -> tuple[list[_Unit], list[D
 def _compare_unit(
     unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool = False, report: Optional[UnitReport] = None
 ) -> _UnitResult:
-    """List one token's files, plan it (headers, executions, pairs), compare its pairs (`report`ing the share
-    done), colour and render the rows, count them, find the token's divergence and worst rows, and list what has no
+    """Plan one token (`_plan_unit`) and compare its pairs (`report`ing the share done)."""
+    plan = _plan_unit(unit, keep_rows)
+    if isinstance(plan, _UnitResult):
+        return plan
+    return _unit_result(unit, plan, [_compare_pairs(plan.pairs, plan.headers, mode, thresholds, keep_rows, report)])
+
+
+def _compare_unit_in_worker(number: int, unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool):
+    return _compare_unit(unit, mode, thresholds, keep_rows, worker_report(number))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A token ready to compare: its pairs in execution order, the GE headers read on the way, and what has no
     partner."""
+
+    pairs: tuple[Pair, ...]
+    headers: Mapping[Path, GeDump]
+    unmatched: UnmatchedBatch
+    target_ops: int
+
+
+def _plan_unit(unit: _Unit, keep_rows: bool) -> Union[_Plan, _UnitResult]:
+    """List one token's files and plan it: headers, executions, pairs, and the target and golden files without a
+    partner. A token with nothing to compare (missing in the golden, no graph) is its result already."""
     view = GraphView(unit.graph) if unit.graph is not None else None
     target = unit.target.listing(unit.target_dirs)
     golden = unit.golden.listing(unit.golden_dirs) if unit.golden_dirs is not None else None
@@ -291,30 +316,125 @@ def _compare_unit(
     else:
         golden_executions = ge_executions(golden.files, stored)
         result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden_executions)
-    headers = {h.path: h for e in (*executions, *golden_executions) for h in e.headers}
-    loader = TensorLoader(headers)
-    evaluated = []
-    for pair in read_ahead(result.pairs):
-        evaluated.append(evaluate(pair, mode, thresholds, loader))
-        if report is not None:
-            report(len(evaluated) / len(result.pairs))
-    rows = _with_colours(evaluated, thresholds)
     used = result.used_golden
     leftovers = _golden_leftovers([f for f in golden.files if f.path not in used], result.fused_into)
-    return _UnitResult(
+    return _Plan(
+        pairs=tuple(result.pairs),
+        headers={h.path: h for e in (*executions, *golden_executions) for h in e.headers},
+        unmatched=UnmatchedBatch.of((*problems, *result.unmatched, *leftovers), keep_rows),
+        target_ops=len(executions),
+    )
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """What comparing a run of whole ops of one token gives (a token's pairs, or a part of them)."""
+
+    table: RenderedRows
+    counts: Counts
+    worst: tuple[Row, ...]
+    ops: int  # ops with rows
+    divergence: Optional[Divergence]  # the first op here whose output fails while all its inputs pass
+    failing: bool  # some op's output fails here
+    rows: tuple[Row, ...] = ()
+
+
+def _compare_pairs(
+    pairs: Sequence[Pair],
+    headers: Mapping[Path, GeDump],
+    mode: Mode,
+    thresholds: Thresholds,
+    keep_rows: bool,
+    report: Optional[UnitReport],
+) -> _Compared:
+    """Compare pairs (whole ops, in execution order), colour and render the rows, count them, and find their worst
+    rows and first divergence."""
+    loader = TensorLoader(headers)
+    evaluated = []
+    for pair in read_ahead(pairs):
+        evaluated.append(evaluate(pair, mode, thresholds, loader))
+        if report is not None:
+            report(len(evaluated) / len(pairs))
+    rows = _with_colours(evaluated, thresholds)
+    divergence, failing = _first_divergence(rows)
+    return _Compared(
         table=render_rows(rows, mode),
         counts=_count(rows),
         worst=_worst(rows),
-        unmatched=UnmatchedBatch.of((*problems, *result.unmatched, *leftovers), keep_rows),
-        target_ops=len(executions),
-        ops_in_rows=len({r.pair.order for r in rows}),
-        divergence=_divergence(unit, rows),
+        ops=len({r.pair.order for r in rows}),
+        divergence=divergence,
+        failing=failing,
         rows=tuple(rows) if keep_rows else (),
     )
 
 
-def _compare_unit_in_worker(number: int, unit: _Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool):
-    return _compare_unit(unit, mode, thresholds, keep_rows, worker_report(number))
+def _compare_part_in_worker(
+    number: int, part: int, weight: float, pairs: tuple[Pair, ...], headers: Mapping[Path, GeDump], mode: Mode,
+    thresholds: Thresholds, keep_rows: bool,
+) -> _Compared:  # fmt: skip
+    return _compare_pairs(pairs, headers, mode, thresholds, keep_rows, worker_report(number, part, weight))
+
+
+def _unit_result(unit: _Unit, plan: _Plan, parts: Sequence[_Compared]) -> _UnitResult:
+    """A token's result from its plan and its pairs compared (in parts, in execution order)."""
+    divergence = next((p.divergence for p in parts if p.divergence is not None), None)
+    if divergence is None and any(p.failing for p in parts):
+        divergence = Divergence(unit.rank, unit.token, None, None, (), _NO_DIVERGENCE, timestamp=2**63)
+    return _UnitResult(
+        table=RenderedRows.joined([p.table for p in parts]),
+        counts=functools.reduce(Counts.plus, (p.counts for p in parts), Counts()),
+        worst=tuple(heapq.nlargest(WORST_ROWS, (r for p in parts for r in p.worst), key=_severity)),
+        unmatched=plan.unmatched,
+        target_ops=plan.target_ops,
+        ops_in_rows=sum(p.ops for p in parts),
+        divergence=divergence,
+        rows=tuple(r for p in parts for r in p.rows),
+    )
+
+
+def _split(pairs: Sequence[Pair], parts: int) -> list[tuple[Pair, ...]]:
+    """A token's pairs in up to `parts` runs of about the same length, cut only between ops (an op's rows are
+    coloured together); in one run if an op's pairs are not all next to each other."""
+    starts = [i for i in range(1, len(pairs)) if pairs[i].order != pairs[i - 1].order]  # where an op begins
+    orders = [pairs[i].order for i in (0, *starts)] if pairs else []
+    if orders != sorted(set(orders)):
+        return [tuple(pairs)]
+    cuts = [0]
+    for k in range(1, parts):
+        ideal = k * len(pairs) / parts
+        at = bisect.bisect_left(starts, ideal)
+        nearest = min(starts[max(0, at - 1) : at + 1], key=lambda s: abs(s - ideal), default=None)
+        if nearest is not None and nearest > cuts[-1]:
+            cuts.append(nearest)
+    bounds = [*cuts, len(pairs)]
+    return [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _compare_split(
+    number: int, unit: _Unit, mode: Mode, options: CompareOptions, keep_rows: bool, workers: Workers,
+    tracker: ProgressTracker,
+) -> _UnitResult:  # fmt: skip
+    """One token over every process, for compares with fewer tokens than processes: planned here, its pairs
+    compared in parts of whole ops, the first here and the others in the workers."""
+    plan = _plan_unit(unit, keep_rows)
+    if isinstance(plan, _UnitResult):
+        return plan
+    parts = _split(plan.pairs, max(1, options.jobs))
+    weights = [len(part) / len(plan.pairs) for part in parts]
+    futures = []
+    for k, part in enumerate(parts[1:], start=1):
+        headers = _headers_of(part, plan.headers)
+        args = (number, k, weights[k], part, headers, mode, options.thresholds, keep_rows)
+        futures.append(workers.pool.submit(_compare_part_in_worker, *args))
+    report = tracker.report_for(number, 0, weights[0]) if parts else None
+    mine = [_compare_pairs(parts[0], plan.headers, mode, options.thresholds, keep_rows, report)] if parts else []
+    return _unit_result(unit, plan, [*mine, *(_result(f, tracker) for f in futures)])
+
+
+def _headers_of(pairs: Sequence[Pair], headers: Mapping[Path, GeDump]) -> dict[Path, GeDump]:
+    """The GE headers a part of a token's pairs reads (sent along so its worker need not read them again)."""
+    paths = {f.path for p in pairs for ref in (p.npu, p.bench) for f in ref.files}
+    return {path: header for path, header in headers.items() if path in paths}
 
 
 def _count(rows: Sequence[Row]) -> Counts:
@@ -411,9 +531,15 @@ def _run_units(
 ) -> Iterator[_UnitResult]:
     """Unit results in unit order. With workers, each keeps one unit in hand and the main process takes the next
     unit nobody has; results wait (a few units at most) until those before them are out."""
-    if workers is None or len(units) < 2:
+    if workers is None:
         for number, unit in enumerate(units):
             result = _compare_unit(unit, mode, options.thresholds, keep_rows, tracker.report_for(number))
+            tracker.finished(number)
+            yield result
+        return
+    if len(units) < options.jobs:  # fewer tokens than processes: each token over all of them
+        for number, unit in enumerate(units):
+            result = _compare_split(number, unit, mode, options, keep_rows, workers, tracker)
             tracker.finished(number)
             yield result
         return
@@ -467,8 +593,14 @@ def _with_colours(rows: Sequence[Row], thresholds: Thresholds) -> list[Row]:
     return coloured
 
 
-def _divergence(unit: _Unit, rows: Sequence[Row]) -> Optional[Divergence]:
-    """Within one token of one graph: the first op, in execution order, with a failing output and passing inputs."""
+_NO_DIVERGENCE = (
+    "every failing op also has a failing input: the error starts in an op that is not compared (see the unmatched list)"
+)
+
+
+def _first_divergence(rows: Sequence[Row]) -> tuple[Optional[Divergence], bool]:
+    """Within a run of one token's ops: the first op, in execution order, with a failing output and passing
+    inputs; and whether any op's output fails."""
     ops: dict[int, list[Row]] = defaultdict(list)
     for row in rows:
         ops[row.pair.order].append(row)
@@ -481,15 +613,9 @@ def _divergence(unit: _Unit, rows: Sequence[Row]) -> Optional[Divergence]:
             failing = True
             if all(r.result is Result.PASS for r in inputs):
                 first = op_rows[0].pair
-                return Divergence(unit.rank, unit.token, first.op_name, first.op_type, tuple(op_rows),
-                                  timestamp=first.timestamp)  # fmt: skip
-    if failing:
-        note = (
-            "every failing op also has a failing input: the error starts in an op that is not compared "
-            "(see the unmatched list)"
-        )
-        return Divergence(unit.rank, unit.token, None, None, (), note, timestamp=2**63)
-    return None
+                return Divergence(first.rank, first.token, first.op_name, first.op_type, tuple(op_rows),
+                                  timestamp=first.timestamp), True  # fmt: skip
+    return None, failing
 
 
 def _severity(row: Row) -> tuple:

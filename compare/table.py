@@ -134,6 +134,10 @@ class RenderedRows:
     def cells(self) -> Iterator[list[str]]:
         return csv.reader(io.StringIO(self.csv_text, newline=""))
 
+    @classmethod
+    def joined(cls, parts: Sequence[RenderedRows]) -> RenderedRows:
+        return cls("".join(p.csv_text for p in parts), tuple(c for p in parts for c in p.colours))
+
 
 def render_unmatched(items: Sequence[Unmatched]) -> str:
     """Unmatched items as the CSV text of their rows (see RenderedRows)."""

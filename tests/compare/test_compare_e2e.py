@@ -215,6 +215,39 @@ def test_worker_processes_write_the_same_reports_in_the_same_order(multi_rank, j
         assert a.report.unmatched.read_bytes() == b.report.unmatched.read_bytes()
 
 
+@pytest.fixture(scope="module")
+def one_token(tmp_path_factory) -> Scenario:
+    faults = (
+        Fault("layers.1/MatMul_1", FaultKind.REL_ERROR),
+        Fault("SoftmaxV2_0", FaultKind.NAN),
+        Fault("layers.1/Add_1_1", FaultKind.INF),
+    )
+    config = ScenarioConfig(tokens=1, model=ModelConfig(layers=3), faults=faults)
+    return write_scenario(tmp_path_factory.mktemp("one_token"), config)
+
+
+@pytest.mark.parametrize("golden", ["golden_fx", "golden_ge"])
+def test_a_token_is_split_over_the_processes_when_tokens_are_fewer(one_token, golden, tmp_path, monkeypatch):
+    """One token (the usual one-step dump) with 3 processes: the main process plans it and compares its pairs in
+    3 parts of whole ops, 2 of them in the workers. The reports are byte for byte those of one process."""
+    parts = []
+    split = run._split
+    monkeypatch.setattr(run, "_split", lambda pairs, n: parts.append(split(pairs, n)) or parts[-1])
+    golden_path = getattr(one_token, golden)
+    one, _ = run_compare(CompareOptions(one_token.target, golden_path, jobs=1), tmp_path / "one", keep_rows=True)
+    many, _ = run_compare(CompareOptions(one_token.target, golden_path, jobs=3), tmp_path / "many", keep_rows=True)
+    assert [len(p) for p in parts] == [3]
+    assert [pair for part in parts[0] for pair in part] == [row.pair for row in one.ranks[0].rows]
+    cut_between_ops = [(a[-1].order, b[0].order) for a, b in zip(parts[0], parts[0][1:])]
+    assert all(before < after for before, after in cut_between_ops)
+    check_against_manifest(one_token, many)
+    for a, b in zip(one.ranks, many.ranks):
+        assert a.counts == b.counts and a.divergences == b.divergences and a.worst == b.worst and a.rows == b.rows
+        assert a.divergences and a.divergences[0].op_name is not None
+        assert a.report.csv.read_bytes() == b.report.csv.read_bytes()
+        assert a.report.unmatched.read_bytes() == b.report.unmatched.read_bytes()
+
+
 def test_cli_starts_its_workers_while_it_runs_no_thread(multi_rank, cli, tmp_path, monkeypatch):
     """The CLI starts the compare's workers before its progress display runs a thread, so they can be forked (quick
     to start, sharing the main process's module pages) without copying a lock some other thread holds."""

@@ -45,11 +45,13 @@ def test_a_late_report_never_moves_a_finished_unit_back():
     seen: list[tuple[float, int]] = []
     tracker = progress.ProgressTracker(3, lambda d, t: seen.append((d, t)), reports)
     tracker.finished(0)
-    reports.put((1, 0.5))
-    reports.put((0, 0.25))  # late: unit 0 is done
+    reports.put((1, 0, 0.25))  # unit 1 split in two: its first part half done
+    reports.put((1, 1, 0.125))  # its second part a quarter done
+    reports.put((0, 0, 0.25))  # late: unit 0 is done
+    reports.put((1, 0, 0.2))  # late: part 0 of unit 1 went further already
     tracker.poll()
-    assert seen == [(1.0, 3), (1.5, 3)]  # unit 0 finished, unit 1 half done, unit 2 not started
-    assert tracker.shares == {0: 1.0, 1: 0.5}
+    assert seen == [(1.0, 3), (1.375, 3)]  # unit 0 finished, unit 1 three eighths done, unit 2 not started
+    assert tracker.done == 1.375
 
 
 def test_outside_a_pool_a_unit_has_no_worker_report():
@@ -63,5 +65,5 @@ def test_a_unit_compared_in_a_worker_reports_through_the_pools_queue(two_tokens)
         assert workers is not None
         result = workers.pool.submit(run._compare_unit_in_worker, 7, unit, Mode.TENSOR, Thresholds(), False)
         assert result.result(timeout=120).counts.rows > 0
-        number, share = workers.progress.get(timeout=10)  # a unit's first report always goes out
-    assert number == 7 and 0 < share <= 1
+        number, part, share = workers.progress.get(timeout=10)  # a unit's first report always goes out
+    assert (number, part) == (7, 0) and 0 < share <= 1
