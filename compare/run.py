@@ -472,7 +472,7 @@ class Workers:
     """A compare's helper processes, and the queue their units report their progress on."""
 
     pool: ProcessPoolExecutor
-    progress: multiprocessing.queues.Queue  # of (unit number, share of its pairs compared)
+    progress: multiprocessing.queues.Queue  # of (unit number, part, share of the unit's pairs it compared)
 
 
 def _start_workers(jobs: int) -> Optional[Workers]:
@@ -530,7 +530,8 @@ def _run_units(
     tracker: ProgressTracker,
 ) -> Iterator[_UnitResult]:
     """Unit results in unit order. With workers, each keeps one unit in hand and the main process takes the next
-    unit nobody has; results wait (a few units at most) until those before them are out."""
+    unit nobody has; results wait (a few units at most) until those before them are out. With fewer units than
+    processes, each unit in turn is split over all of them (`_compare_split`)."""
     if workers is None:
         for number, unit in enumerate(units):
             result = _compare_unit(unit, mode, options.thresholds, keep_rows, tracker.report_for(number))
