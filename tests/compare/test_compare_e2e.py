@@ -248,6 +248,16 @@ def test_a_token_is_split_over_the_processes_when_tokens_are_fewer(one_token, go
         assert a.report.unmatched.read_bytes() == b.report.unmatched.read_bytes()
 
 
+@pytest.mark.parametrize(
+    ("tokens", "processes", "split"),
+    [(1, 1, False), (1, 2, True), (2, 2, False), (1, 8, True), (2, 8, True), (3, 8, False), (9, 8, False)],
+)
+def test_tokens_are_split_only_where_that_ends_sooner(tokens, processes, split):
+    """With planning 35 % of a token's time: one token on 2 processes takes 0.35 + 0.65 / 2 = 0.675 of a token's
+    time split, 1 whole; 2 tokens on 8 take 2 x (0.35 + 0.65 / 8) = 0.86 split, 1 whole; 3 on 8 take 1.29 split."""
+    assert run._split_tokens(tokens, processes) is split
+
+
 def test_cli_starts_its_workers_while_it_runs_no_thread(multi_rank, cli, tmp_path, monkeypatch):
     """The CLI starts the compare's workers before its progress display runs a thread, so they can be forked (quick
     to start, sharing the main process's module pages) without copying a lock some other thread holds."""
