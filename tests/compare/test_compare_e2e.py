@@ -248,6 +248,18 @@ def test_a_token_is_split_over_the_processes_when_tokens_are_fewer(one_token, go
         assert a.report.unmatched.read_bytes() == b.report.unmatched.read_bytes()
 
 
+def test_a_split_token_missing_in_the_golden_is_listed_as_out_of_scope(one_token, tmp_path):
+    """The split path's planning ends early, as the one-process path does, for a token the golden lacks."""
+    golden = tmp_path / "golden"
+    shutil.copytree(one_token.golden_fx, golden)
+    (step,) = [p for p in golden.rglob("*") if p.is_dir() and p.name.isdigit()]
+    step.rename(step.with_name(str(int(step.name) + 5)))  # the golden's only token is now token 5
+    one, split = (run_compare(CompareOptions(one_token.target, golden, jobs=jobs))[0].ranks[0] for jobs in (1, 3))
+    assert one.counts == split.counts and split.counts.rows == 0
+    assert split.counts.unmatched_target == len([op for op in one_token.target_ops if op.rank == 0])
+    assert split.counts.unmatched_out_of_scope == split.counts.unmatched_target + split.counts.unmatched_golden
+
+
 @pytest.mark.parametrize(
     ("tokens", "processes", "split"),
     [(1, 1, False), (1, 2, True), (2, 2, False), (1, 8, True), (2, 8, True), (3, 8, False), (9, 8, False)],
