@@ -13,6 +13,7 @@ import shutil
 import threading
 from collections import Counter, defaultdict
 
+import openpyxl
 import pytest
 
 from tcmp.compare import metrics, run
@@ -234,8 +235,11 @@ def test_a_token_is_split_over_the_processes_when_tokens_are_fewer(one_token, go
     split = run._split
     monkeypatch.setattr(run, "_split", lambda pairs, n: parts.append(split(pairs, n)) or parts[-1])
     golden_path = getattr(one_token, golden)
-    one, _ = run_compare(CompareOptions(one_token.target, golden_path, jobs=1), tmp_path / "one", keep_rows=True)
-    many, _ = run_compare(CompareOptions(one_token.target, golden_path, jobs=3), tmp_path / "many", keep_rows=True)
+    one, many = (
+        run_compare(CompareOptions(one_token.target, golden_path, jobs=jobs), tmp_path / str(jobs), highlight=True,
+                    keep_rows=True)[0]
+        for jobs in (1, 3)
+    )  # fmt: skip
     assert [len(p) for p in parts] == [3]
     assert [pair for part in parts[0] for pair in part] == [row.pair for row in one.ranks[0].rows]
     cut_between_ops = [(a[-1].order, b[0].order) for a, b in zip(parts[0], parts[0][1:])]
@@ -246,6 +250,12 @@ def test_a_token_is_split_over_the_processes_when_tokens_are_fewer(one_token, go
         assert a.divergences and a.divergences[0].op_name is not None
         assert a.report.csv.read_bytes() == b.report.csv.read_bytes()
         assert a.report.unmatched.read_bytes() == b.report.unmatched.read_bytes()
+        assert _filled_rows(a.report.xlsx) == _filled_rows(b.report.xlsx)  # the parts' colours stay with their rows
+
+
+def _filled_rows(xlsx) -> list[tuple]:
+    sheet = openpyxl.load_workbook(xlsx).active
+    return [(tuple(c.value for c in row), row[0].fill.fgColor.rgb) for row in sheet.iter_rows()]
 
 
 def test_a_split_token_missing_in_the_golden_is_listed_as_out_of_scope(one_token, tmp_path):
