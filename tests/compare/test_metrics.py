@@ -227,7 +227,7 @@ def test_magnitude_rule():
     assert colour(Result.PASS, True, False, False) is Colour.GREEN
 
 
-_DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64, np.int32]
+_DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64]
 
 
 @settings(max_examples=150, deadline=None)
