@@ -53,13 +53,12 @@ class ProgressTracker:
 
     def __init__(self, units: int, callback: Optional[ProgressCallback], worker_queue=None) -> None:
         self.units, self.callback, self.queue = units, callback, worker_queue
-        self.parts: dict[int, dict[int, float]] = {}  # unit -> part -> share of the unit done by that part
+        self.parts: dict[int, dict[int, float]] = {}  # unit under way -> part -> share of the unit that part did
         self.finished_units: set[int] = set()
 
     @property
     def done(self) -> float:
-        under_way = (sum(p.values()) for unit, p in self.parts.items() if unit not in self.finished_units)
-        return len(self.finished_units) + sum(under_way)
+        return len(self.finished_units) + sum(sum(parts.values()) for parts in self.parts.values())
 
     def report_for(self, unit: int, part: int = 0, weight: float = 1.0) -> UnitReport:
         """How a unit (or part of one) compared in this process reports; it takes in the workers' reports too."""
@@ -68,6 +67,7 @@ class ProgressTracker:
     def finished(self, unit: int) -> None:
         if unit not in self.finished_units:
             self.finished_units.add(unit)
+            self.parts.pop(unit, None)
             self._update((), changed=True)
 
     def poll(self) -> None:
@@ -76,9 +76,10 @@ class ProgressTracker:
 
     def _update(self, reports, changed: bool = False) -> None:
         for unit, part, share in (*reports, *self._received()):
+            if unit in self.finished_units:
+                continue  # a late report: the unit is done
             parts = self.parts.setdefault(unit, {})
-            # a late report never moves a part, or a finished unit, back
-            if unit not in self.finished_units and share > parts.get(part, 0.0):
+            if share > parts.get(part, 0.0):  # nor does a late report move a part back
                 parts[part] = share
                 changed = True
         if changed and self.callback is not None:
