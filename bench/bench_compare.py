@@ -43,6 +43,7 @@ from pathlib import Path
 
 from baseline import drop_cache, read_plainly
 
+from tcmp import usable_cpus
 from tcmp.compare import metrics
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.schemas import ge_dump
@@ -188,7 +189,7 @@ def main() -> int:
         print(f"plain read of both dumps: {size / 1e9:.2f} GB in {baseline:.3f} s ({size / baseline / 1e9:.2f} GB/s)")
 
         tcmp = [sys.executable, "-m", "tcmp"]
-        cores = os.cpu_count() or 2
+        cores = usable_cpus()
         runs = (("tensor", cores), ("statistics", cores), ("tensor", 1))  # the last: one process, for memory
         results = {}
         for mode, jobs in runs:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
+from tcmp import usable_cpus
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphKind
@@ -119,7 +120,7 @@ class CompareInputs:
 
 @dataclass
 class _GraphCache:
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    workers: int = field(default_factory=usable_cpus)
     graphs: dict[Path, Graph] = field(default_factory=dict)
     index: Optional[Path] = None  # holds the parses `tcmp watch` already stored
 
@@ -415,7 +416,7 @@ def collect(
         )
     binder = _Binder(
         (target_tree, target_source), (golden_tree, golden_source), kind,
-        _GraphCache(graph_workers or os.cpu_count() or 1, index=target_index),
+        _GraphCache(graph_workers or usable_cpus(), index=target_index),
     )  # fmt: skip
     binder.notes.extend(notes)
     if kind is GoldenKind.GE and not originals:

@@ -3,6 +3,8 @@ compare of a GE graph-mode dump against its golden."""
 
 import os
 
+from .cpus import usable_cpus
+
 __version__ = "0.1.0"
 
 
@@ -21,7 +23,7 @@ MAX_DEFAULT_WATCH_WORKERS = 4
 
 
 def default_watch_workers() -> int:
-    return min(MAX_DEFAULT_WATCH_WORKERS, os.cpu_count() or 1)
+    return min(MAX_DEFAULT_WATCH_WORKERS, usable_cpus())
 
 
 # A compare works token by token (per rank and graph): a few to a few dozen units. Its workers are all forked at
@@ -31,4 +33,4 @@ MAX_DEFAULT_COMPARE_JOBS = 8
 
 
 def default_compare_jobs() -> int:
-    return min(MAX_DEFAULT_COMPARE_JOBS, os.cpu_count() or 1)
+    return min(MAX_DEFAULT_COMPARE_JOBS, usable_cpus())

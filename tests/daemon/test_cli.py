@@ -69,7 +69,7 @@ def test_default_workers_are_the_cores_but_at_most_four(monkeypatch):
     from tcmp import default_watch_workers
     from tcmp.daemon.service import WatchConfig
 
-    for cores, expected in ((1, 1), (2, 2), (4, 4), (192, 4), (None, 1)):
-        monkeypatch.setattr("os.cpu_count", lambda cores=cores: cores)
+    for cores, expected in ((1, 1), (2, 2), (4, 4), (192, 4)):
+        monkeypatch.setattr("tcmp.usable_cpus", lambda cores=cores: cores)
         assert default_watch_workers() == expected
         assert WatchConfig(roots=()).workers == expected

@@ -1,0 +1,64 @@
+"""How many CPUs this process may use. NPU hosts bind processes to NUMA nodes (numactl, taskset) and run tools in
+containers with a CPU quota (`docker --cpus`), where `os.cpu_count()` still reports the host's 192 cores: sizing
+process pools by it would start more processes than there are CPUs to run them."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Optional
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def usable_cpus(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int:
+    """The CPUs in this process's affinity mask, capped by its cgroup's CPU quota (rounded up), at least 1."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    quota = cpu_quota(cgroup_root, proc_cgroup)
+    return max(1, min(cpus, quota) if quota is not None else cpus)
+
+
+def cpu_quota(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> Optional[int]:
+    """CPUs the quota of this process's cgroup allows (cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` over
+    `cpu.cfs_period_us`), rounded up; None without a quota or where it cannot be read."""
+    for directory, v2 in _cgroup_dirs(cgroup_root, proc_cgroup):
+        try:
+            if v2:
+                quota, period = (directory / "cpu.max").read_text().split()[:2]
+                if quota == "max":
+                    return None
+            else:
+                quota = (directory / "cpu.cfs_quota_us").read_text().strip()
+                period = (directory / "cpu.cfs_period_us").read_text().strip()
+                if int(quota) < 0:
+                    return None
+            return max(1, math.ceil(int(quota) / int(period)))
+        except (OSError, ValueError, ZeroDivisionError):
+            continue
+    return None
+
+
+def _cgroup_dirs(cgroup_root: Path, proc_cgroup: Path) -> list[tuple[Path, bool]]:
+    """Where this process's CPU controller files may be, v2 first: under its own cgroup's path, then at the root
+    (inside a container's cgroup namespace its path is "/" anyway)."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        lines = []
+    own: list[tuple[Path, bool]] = []
+    for line in lines:
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        controllers, relative = fields[1], fields[2].lstrip("/")
+        if controllers == "":  # cgroup v2's single hierarchy
+            own.append((cgroup_root / relative, True))
+        elif "cpu" in controllers.split(","):
+            own += [(cgroup_root / mount / relative, False) for mount in (controllers, "cpu", "cpu,cpuacct")]
+    roots = [(cgroup_root, True)] + [(cgroup_root / mount, False) for mount in ("cpu", "cpu,cpuacct")]
+    return list(dict.fromkeys(own + roots))
