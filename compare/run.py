@@ -433,6 +433,8 @@ def _compare_split(
     plan = _plan_unit(unit, keep_rows)
     if isinstance(plan, _UnitResult):
         return plan
+    if not plan.pairs:
+        return _unit_result(unit, plan, [])
     parts = _split(plan.pairs, max(1, options.jobs))
     weights = [len(part) / len(plan.pairs) for part in parts]
     futures = []
@@ -440,9 +442,9 @@ def _compare_split(
         headers = _headers_of(part, plan.headers)
         args = (number, k, weights[k], part, headers, mode, options.thresholds, keep_rows)
         futures.append(workers.pool.submit(_compare_part_in_worker, *args))
-    report = tracker.report_for(number, 0, weights[0]) if parts else None
-    mine = [_compare_pairs(parts[0], plan.headers, mode, options.thresholds, keep_rows, report)] if parts else []
-    return _unit_result(unit, plan, [*mine, *(_result(f, tracker) for f in futures)])
+    report = tracker.report_for(number, 0, weights[0])
+    mine = _compare_pairs(parts[0], plan.headers, mode, options.thresholds, keep_rows, report)
+    return _unit_result(unit, plan, [mine, *(_result(f, tracker) for f in futures)])
 
 
 def _headers_of(pairs: Sequence[Pair], headers: Mapping[Path, GeDump]) -> dict[Path, GeDump]:
@@ -546,15 +548,12 @@ def _run_units(
     """Unit results in unit order. With workers, each keeps one unit in hand and the main process takes the next
     unit nobody has; results wait (a few units at most) until those before them are out. With far fewer units than
     processes, each unit in turn is split over all of them (`_compare_split`)."""
-    if workers is None:
+    if workers is None or _split_tokens(len(units), options.jobs):
         for number, unit in enumerate(units):
-            result = _compare_unit(unit, mode, options.thresholds, keep_rows, tracker.report_for(number))
-            tracker.finished(number)
-            yield result
-        return
-    if _split_tokens(len(units), options.jobs):  # few tokens: each over all the processes
-        for number, unit in enumerate(units):
-            result = _compare_split(number, unit, mode, options, keep_rows, workers, tracker)
+            if workers is None:
+                result = _compare_unit(unit, mode, options.thresholds, keep_rows, tracker.report_for(number))
+            else:  # few tokens: each over all the processes
+                result = _compare_split(number, unit, mode, options, keep_rows, workers, tracker)
             tracker.finished(number)
             yield result
         return
@@ -580,8 +579,9 @@ def _run_units(
         yield done.pop(emit)
 
 
-def _result(future: Future, tracker: ProgressTracker) -> _UnitResult:
-    """A worker's unit result, taking in the workers' progress reports while it is awaited."""
+def _result(future: Future, tracker: ProgressTracker):
+    """A worker's result (a unit's, or a part's of a split unit), taking in the workers' progress reports while it
+    is awaited."""
     while True:
         try:
             return future.result(timeout=REPORT_INTERVAL_S)
