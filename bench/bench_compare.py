@@ -16,6 +16,8 @@ written once into a work directory; then, in the same run:
   elements once for all its metrics and stats (`_fused.pair_sums`), and the conversion of device formats
   (FRACTAL_NZ, NC1HWC0, ...) back to ND (`to_nd`). Spread over the cores and added to the plain read (spread too),
   it is the least a compare could take; what lies above it is per-file and per-row work;
+- the lean Python pass (bench/lean_floor.py): every token passed once with tuples and no layers, the least any
+  compare written in Python could take per file here (a lower bound: it skips checks, matching and the report);
 - peak memory of each, sampled from /proc every 20 ms over the process tree in one more run (not timed: the
   sampling takes CPU from the compare): PSS summed (shared pages split between the processes, the memory really
   used) against the target 2 x the largest tensor + 200 MB, and RSS summed (which counts shared pages once per
@@ -42,9 +44,11 @@ import time
 from pathlib import Path
 
 from baseline import drop_cache, read_plainly
+from lean_floor import lean_floor
 
 from tcmp import usable_cpus
 from tcmp.compare import metrics
+from tcmp.compare.collect import collect
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.schemas import ge_dump
 from tcmp.schemas.synth.model import ModelConfig
@@ -233,6 +237,7 @@ def main() -> int:
         cold_read, cold_compare = statistics.median(cold_reads), statistics.median(cold_compares)
 
         wall_one_job, pair_loop, conversions = essential_work(target, golden)
+        lean = lean_floor(collect(target, golden), str(work / "lean_rows.csv"))
 
         rss_target = 2 * largest + 200e6
         print()
@@ -247,6 +252,11 @@ def main() -> int:
         print(f"  (in a one-job compare of {wall_one_job:.2f} s: pair loop {pair_loop.seconds:.2f} s in "
               f"{pair_loop.calls} calls, to_nd {conversions.seconds:.2f} s in {conversions.calls} calls; "
               f"both and the read spread over {cores} cores)")  # fmt: skip
+        lean_wall = lean.floor(cores)
+        print(f"{'lean Python pass (lower bound)':<34}{lean_wall:>11.2f}s{lean_wall / baseline:>15.2f}x")
+        print(f"  (bench/lean_floor.py: {lean.pairs} pairs, tokens {', '.join(f'{t:.2f}' for t in lean.tokens)} s, "
+              f"spread over {cores} cores, + {lean.imports:.2f} s to start Python and import numpy and protobuf; "
+              "no listing checks, matching, or report)")  # fmt: skip
         print(f"{'cold: plain read':<34}{cold_read:>11.2f}s{'1.00x':>22}")
         print(f"{f'cold: tensor-mode compare, --jobs {cores}':<34}{cold_compare:>11.2f}s"
               f"{cold_compare / cold_read:>15.2f}x (<= 3x)")  # fmt: skip
