@@ -208,8 +208,8 @@ class FxMatcher:
 
     def match(self, e: GeExecution) -> None:
         resolved = _resolve(self.view, e)
-        if resolved is not None and not resolved.fused:
-            e = replace(e, op_name=resolved.members[0].name)  # the graph's name, also when the file's is sanitized
+        if resolved is not None and not resolved.fused and resolved.members[0].name != e.op_name:
+            e = replace(e, op_name=resolved.members[0].name)  # the graph's name, where the file's is sanitized
         if resolved is None:
             if SELF_CHECK_TYPES.search(e.op_type):
                 self.ctx.self_check(e, f"GE-inserted {e.op_type}, not in the graph")

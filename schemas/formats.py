@@ -648,6 +648,16 @@ def to_nd(
     original shape exactly; anything else is returned flat with a `layout_unconverted: ` flag.
     """
     flat = np.asarray(flat).reshape(-1)
+    # the usual tensor, told apart cheaply (this runs once per tensor of a dump): what the checks below would let
+    # through to `_plain` unchanged
+    if (
+        fmt in PLAIN_FORMATS
+        and min(device_shape, default=0) > 0
+        and min(original_shape, default=0) > 0
+        and flat.size == math.prod(original_shape)
+        and math.prod(device_shape) <= _MAX_ELEMENTS
+    ):
+        return NdTensor(flat.reshape(original_shape), False, None)
     device = tuple(int(s) for s in device_shape)
     original = tuple(int(s) for s in original_shape)
     if fmt > 0xFF:

@@ -457,6 +457,17 @@ def test_negative_dims_are_flagged():
     _assert_flagged_flat(to_nd(flat, Format.ND, 0, (4,), (-1, 4)), flat, "negative")
 
 
+@pytest.mark.parametrize(
+    ("device_shape", "reason"),
+    [((2, -2), "negative"), ((4, 2**47, 4), "beyond any real tensor"), ((0, 2**50), "beyond any real tensor")],
+)
+def test_a_garbage_device_shape_is_flagged_even_where_the_original_fits(device_shape, reason):
+    # a plain tensor whose original shape holds the payload exactly is the common case to_nd takes first;
+    # the device shape beside it must still be checked
+    flat = np.arange(4, dtype=np.float16)
+    _assert_flagged_flat(to_nd(flat, Format.ND, 0, device_shape, (2, 2)), flat, reason)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Property tests
 # ---------------------------------------------------------------------------------------------------------
