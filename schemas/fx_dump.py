@@ -166,7 +166,8 @@ def _read_header(fp, size: int, path: Path) -> NpyHeader:
         fp.seek(_MAGIC_LENGTH)
         try:
             shape, fortran_order, dtype = _read_array_header(fp, version)
-        except (ValueError, TypeError, SyntaxError) as exc:
+        except Exception as exc:  # numpy parses the untrusted header with tokenize and ast, which raise what they
+            # like on garbage (TokenError, RecursionError, MemoryError, ...): all of it means a corrupt file
             raise DumpCorrupt(path, f"bad .npy header: {exc}") from exc
     if any(dim < 0 for dim in shape):
         raise DumpCorrupt(path, f"bad .npy header: negative dimension in shape {shape}")

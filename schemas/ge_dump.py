@@ -314,7 +314,12 @@ class GeDumpReader:
         if decoded.raw:
             return LoadedTensor(decoded.array, tensor.dtype_name, raw=True, layout_converted=False, notes=tuple(notes))
         if not nd:
-            shaped = decoded.array.reshape(tensor.shape) if numel == tensor.numel else decoded.array
+            shaped = decoded.array
+            if numel == tensor.numel:
+                try:
+                    shaped = decoded.array.reshape(tensor.shape)
+                except ValueError:  # a zero dim beside dims no array can have (a garbled header): kept flat
+                    notes.append(f"device shape {list(tensor.shape)} describes no array; read flat")
             return LoadedTensor(shaped, tensor.dtype_name, raw=False, layout_converted=False, notes=tuple(notes))
         shape = tensor.shape if numel == tensor.numel else (numel,)
         result = to_nd(decoded.array, tensor.format, tensor.sub_format, shape, tensor.original_shape)

@@ -276,6 +276,46 @@ def test_garbled_header(tmp_path):
         read_ge_dump(tmp_path / "x")
 
 
+# What garbled (or unforeseen) headers put in a tensor's description: every dtype and format, unknown codes, and dims
+# that are zero, small, C0-like, or beyond any real tensor, also side by side.
+_DIMS = st.lists(st.sampled_from([0, 1, 2, 3, 5, 15, 16, 17, 32, 512, 2**31, 2**63 - 1, 2**64 - 1]), max_size=6)
+_TENSORS = st.lists(
+    st.tuples(
+        st.one_of(st.sampled_from([int(d) for d in DataType]), st.integers(0, 2**31 - 1)),
+        st.one_of(st.sampled_from([int(f) for f in Format]), st.integers(0, 2**31 - 1)),
+        _DIMS,
+        _DIMS,
+        st.integers(0, 70000),
+        st.integers(0, 4096),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tensors=_TENSORS)
+def test_any_tensor_description_loads_or_gives_a_typed_error(tmp_path, tensors):
+    """Sizes that add up (so the payloads are read), descriptions that need not: every tensor comes back as an
+    array, with nd and without, or the file is refused with a DumpError."""
+    header = proto.DumpData(version="2.0", op_name="op")
+    for data_type, fmt, shape, original, sub_format, size in tensors:
+        described = header.input.add(data_type=data_type, format=fmt, sub_format=sub_format, size=size)
+        described.shape.dim.extend(shape)
+        described.original_shape.dim.extend(original)
+    blob = header.SerializeToString()
+    total = sum(t[-1] for t in tensors)
+    path = tmp_path / "described"
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob + (bytes(range(256)) * (total // 256 + 1))[:total])
+    try:
+        with open_ge_dump(path) as reader:
+            for tensor in reader.dump.tensors:
+                for nd in (True, False):
+                    assert isinstance(reader.load(tensor, nd=nd).array, np.ndarray)
+    except DumpError as exc:
+        assert exc.message
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(blob=st.binary(min_size=0, max_size=300), as_length_prefixed=st.booleans())
 def test_random_bytes_give_typed_errors_and_small_allocations(tmp_path, blob, as_length_prefixed):
