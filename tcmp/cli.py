@@ -331,4 +331,13 @@ def status(
 
 
 def main() -> None:
-    app()
+    """The `tcmp` command. Whatever no command foresaw (a bug, an error a library raises) also ends in one line and
+    exit code 3, not in a traceback and exit code 1, which `--fail-on-diff` gives to FAILing rows; `--verbose`
+    shows the traceback."""
+    try:
+        app()
+    except Exception as exc:
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            raise
+        _fail(f"internal error ({type(exc).__name__}: {exc}); run with --verbose for the traceback")
+        sys.exit(EXIT_RUNTIME)

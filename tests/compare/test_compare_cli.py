@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 
 import openpyxl
 import pytest
@@ -89,6 +90,25 @@ def test_runtime_errors_exit_3_with_one_line(cli, scenario, tmp_path):
     result = compare(cli, scenario, "--output_path", str(blocker / "reports"))
     assert result.exit_code == 3 and "cannot write reports" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""
+
+
+def test_an_unforeseen_error_exits_3_with_one_line(scenario, tmp_path, monkeypatch, capsys):
+    import tcmp.compare.run as run
+    from tcmp import cli
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("nothing foresaw this")
+
+    monkeypatch.setattr(run, "run_compare", broken)
+    monkeypatch.setattr(sys, "argv", ["tcmp", "compare", "-tp", str(scenario.target), "-gp", str(scenario.golden_fx),
+                                      "-o", str(tmp_path), "--jobs", "1"])  # fmt: skip
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 3  # not 1, which --fail-on-diff means
+    stderr = capsys.readouterr().err
+    assert "RuntimeError: nothing foresaw this" in stderr and "--verbose" in stderr
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_no_partial_report_when_the_compare_fails(cli, scenario, tmp_path, monkeypatch):
