@@ -44,6 +44,7 @@ from tcmp.schemas.records import FileSummary, Side
 
 from .records import CompareError, Role, Unmatched, UnmatchedKind
 
+_BY_NAME_ONLY = "fused ops are decomposed by name only"
 FX_RUN_SCORE = 0.5  # share of a graph's FX node keys a directory must hold to belong to it
 FX_DUPLICATE_SCORE = 0.9  # two directories this complete for one graph: two runs
 
@@ -306,9 +307,13 @@ class _Binder:
                 graphs.append(self.cache.load(g.path))
             except DumpError as exc:
                 broken.append(f"graph file {g.path} unusable: {exc.message}")
-        if not graphs and broken:
-            raise CompareError(broken[0])
-        self.notes.extend(broken)
+        self.notes.extend(note for note in broken if note not in self.notes)
+        if not graphs:  # every one broken
+            if self.kind is GoldenKind.FX:
+                raise CompareError(broken[0])  # GE ops reach their FX tensors only through the graph
+            if _BY_NAME_ONLY not in self.notes:  # a fusion-off golden pairs ops by name; the graph decomposes fusions
+                self.notes.append(_BY_NAME_ONLY)
+            return None
         if len(graphs) > 1:
             graphs.sort(key=lambda g: _content_score(g, dumped), reverse=True)
             self.notes.append(
@@ -420,7 +425,7 @@ def collect(
     )  # fmt: skip
     binder.notes.extend(notes)
     if kind is GoldenKind.GE and not originals:
-        binder.notes.append("no graph file in the target: fused ops are decomposed by name only")
+        binder.notes.append(f"no graph file in the target: {_BY_NAME_ONLY}")
     for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN)):
         for problem in tree.problems:
             binder.unmatched.append(unusable(role, None, problem))

@@ -280,6 +280,8 @@ def _parse_graph_def(text: str, path: Path, workers: int) -> tuple[GraphDef, tup
         return _parse_text(text)
     except text_format.ParseError as exc:
         raise GraphParseError(path, f"protobuf text format: {_short(str(exc))}") from exc
+    except ValueError as exc:  # a value the field cannot hold: protobuf's setter raises, not the text parser
+        raise GraphParseError(path, f"protobuf text format: {_short(str(exc))}") from exc
     except RecursionError as exc:  # text_format recurses per nesting level
         raise GraphParseError(path, "protobuf text format: blocks nested too deeply to parse") from exc
 
@@ -332,7 +334,7 @@ def _parse_chunk_serialized(chunk: str, serialize: bool = True):
     """Worker entry point: (GraphDef or its bytes, unknown enum names), or None if the chunk does not parse."""
     try:
         graph_def, names = _parse_text(chunk)
-    except (text_format.ParseError, RecursionError):
+    except (text_format.ParseError, ValueError, RecursionError):
         return None
     return (graph_def.SerializeToString() if serialize else graph_def), names
 

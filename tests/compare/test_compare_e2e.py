@@ -470,16 +470,26 @@ def test_malformed_inputs_give_one_clear_message(tmp_path):
         run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
 
 
+def _row_cells(result) -> list[tuple]:
+    return [(r.pair.api_name, r.result, r.tensor.cosine if r.tensor else None) for r in result.ranks[0].rows]
+
+
 def test_missing_or_broken_graph_file(tmp_path):
     scenario = _small(tmp_path)
     for graph in scenario.target.glob("dynamo_original_graph_*"):
         graph.write_text('op { name: "unterminated')
     with pytest.raises(CompareError, match=r"graph file .* unusable"):
         run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    # a fusion-off golden pairs ops by name: a broken graph only costs the graph's decompositions, as a missing one
+    broken, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge), keep_rows=True)
+    assert any("unusable" in note for note in broken.notes)
     for graph in scenario.target.glob("dynamo_*"):
         graph.unlink()
     with pytest.raises(CompareError, match="no dynamo_original_graph"):
         run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    missing, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge), keep_rows=True)
+    assert _row_cells(broken) == _row_cells(missing) and len(_row_cells(missing)) > 10
+    assert [r.counts for r in broken.ranks] == [r.counts for r in missing.ranks]
 
 
 def _rename_original_ops(path, name: str) -> int:

@@ -230,6 +230,17 @@ def test_garbage_raises_graph_parse_error_with_position(tmp_path: Path, text: st
     assert re.search(rf"\b{line}:\d+ ", info.value.message), info.value.message
 
 
+@pytest.mark.parametrize("chunk_chars", [1 << 20, 64])  # one piece; cut at top-level ops (the big-file path)
+def test_a_number_its_field_cannot_hold_is_a_parse_error(tmp_path: Path, monkeypatch, chunk_chars: int) -> None:
+    monkeypatch.setattr(graph_module, "_CHUNK_CHARS", chunk_chars)
+    ops = "".join(f'op {{\n  name: "op{i}"\n  type: "T"\n}}\n' for i in range(4))
+    path = tmp_path / "dynamo_original_graph_1_rank_0_pid_1_ts_1.txt"
+    # an enum given by number: text_format range-checks other integers itself, this one only protobuf's setter
+    path.write_text(ops + "op {\n  output_desc {\n    dtype: 99999999999999999999999\n  }\n}\n")
+    with pytest.raises(GraphParseError, match="out of range"):
+        read_graph(path)
+
+
 def test_absurd_nesting_is_a_parse_error_not_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "deep.txt"
     path.write_text("op {\n" + "future { " * 5000 + "} " * 5000 + "\n}\n")
