@@ -76,9 +76,13 @@ class DumpSource:
         stored: dict[Path, FileSummary] = {}
         indexed = [d for d in dirs if d.indexed]
         if indexed and self.index is not None:
-            with open_index(self.index) as reader:
-                deleted = [f for d in indexed for f in reader.deleted_in(d.path) if not os.path.lexists(f.path)]
-                stored.update((s.path, s) for s in reader.summaries_of(deleted))
+            try:
+                with open_index(self.index) as reader:
+                    deleted = [f for d in indexed for f in reader.deleted_in(d.path) if not os.path.lexists(f.path)]
+                    stored.update((s.path, s) for s in reader.summaries_of(deleted))
+            except (IndexUnusable, sqlite3.Error, OSError) as exc:  # the only record of those files: no compare
+                why = f"index {self.index} unreadable where it holds files deleted by tcmp watch: {exc}"
+                raise CompareError(why) from exc
             files += (f.file for f in deleted)
         files.sort(key=lambda f: str(f.path))
         return Listing(tuple(files), tuple(problems), stored)
@@ -125,12 +129,16 @@ class _GraphCache:
     graphs: dict[Path, Graph] = field(default_factory=dict)
     index: Optional[Path] = None  # holds the parses `tcmp watch` already stored
 
-    def load(self, path: Path) -> Graph:
+    def load(self, path: Path, notes: list[str]) -> Graph:
         if path not in self.graphs:
             stored = None
             if self.index is not None:  # a reader per graph (a handful per compare), never left open
-                with open_index(self.index) as reader:
-                    stored = reader.graph(path)
+                try:
+                    with open_index(self.index) as reader:
+                        stored = reader.graph(path)
+                except (IndexUnusable, sqlite3.Error, OSError) as exc:  # damaged where the graphs are: parse the file
+                    notes.append(f"index {self.index} unusable for graph {path.name}, parsed from the file: {exc}")
+                    self.index = None
             self.graphs[path] = stored if stored is not None else load_graph(path, workers=self.workers)
         return self.graphs[path]
 
@@ -146,7 +154,9 @@ def _with_index(tree: DumpOutline, db: Optional[Path], notes: list[str]) -> tupl
             indexed = reader.deleted_dirs_under(tree.root)
             graph_files = reader.graph_files_under(tree.root)
     except (IndexUnusable, sqlite3.Error, OSError) as exc:
-        notes.append(f"index {path} unusable, raw files only: {exc}")
+        note = f"index {path} unusable, raw files only: {exc}"
+        if note not in notes:  # both trees' index, usually
+            notes.append(note)
         return tree, None
     on_disk = {(d.path, d.side): d for d in tree.dirs}
     dirs = {**on_disk}
@@ -304,7 +314,7 @@ class _Binder:
         graphs, broken = [], []
         for g in candidates:
             try:
-                graphs.append(self.cache.load(g.path))
+                graphs.append(self.cache.load(g.path, self.notes))
             except DumpError as exc:
                 broken.append(f"graph file {g.path} unusable: {exc.message}")
         self.notes.extend(note for note in broken if note not in self.notes)
@@ -403,15 +413,17 @@ def collect(
     target_source = DumpSource(target_tree.root, None, target_index)
     golden_source = DumpSource(golden_tree.root, fx_token_base, golden_index)
     target_ge = [d for d in target_tree.dirs if d.side is Side.GE]
+    # what may explain a tree without dump files: `tcmp watch` deleted them and its index cannot be read
+    why = "".join(f"; {note}" for note in notes)
     if not _any_name_parses(target_ge):
-        raise CompareError(f"no GE dump files under the target path {target}{_unparsed(target_ge)}")
+        raise CompareError(f"no GE dump files under the target path {target}{_unparsed(target_ge)}{why}")
     if _any_name_parses([d for d in golden_tree.dirs if d.side is Side.GE]):
         kind = GoldenKind.GE
     elif _any_name_parses([d for d in golden_tree.dirs if d.side is Side.FX]):
         kind = GoldenKind.FX
     else:
         raise CompareError(
-            f"no FX .npy files and no GE dump files under the golden path {golden}{_unparsed(golden_tree.dirs)}"
+            f"no FX .npy files and no GE dump files under the golden path {golden}{_unparsed(golden_tree.dirs)}{why}"
         )
     originals = [g for g in target_tree.graphs if g.name.kind is GraphKind.ORIGINAL]
     if kind is GoldenKind.FX and not originals:

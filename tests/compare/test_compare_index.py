@@ -5,10 +5,12 @@ many rows came from raw data and how many from the index."""
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from tcmp.compare.records import CompareError
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.verdict import Result
 from tcmp.daemon.retention import RetentionPolicy
@@ -107,3 +109,41 @@ def test_step_directories_removed_after_the_raw_files_are_compared_from_the_inde
     assert rank.counts.rows == raw.ranks[0].counts.rows == rank.counts.rows_from_index
     assert failing(rank) == failing(raw.ranks[0]) == {(0, "MatMul_0"), (1, "MatMul_0"), (1, "SoftmaxV2_0")}
     assert rank.counts.unmatched_target == raw.ranks[0].counts.unmatched_target
+
+
+def _damage(monkeypatch, method: str) -> None:
+    """The index opens and answers its first queries, then fails where `method` reads (a page of the file garbled:
+    sqlite finds out only when it reads that page)."""
+    from tcmp.schemas.index.reader import IndexReader
+
+    def garbled(*args, **kwargs):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(IndexReader, method, garbled)
+
+
+def test_a_damaged_index_costs_its_stored_graphs_only_where_the_raw_files_remain(scenario, monkeypatch):
+    raw, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    watch_once(scenario.root, drop_raw=False)
+    _damage(monkeypatch, "graph")
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    assert any("parsed from the file" in note and "malformed" in note for note in result.notes)
+    assert failing(result.ranks[0]) == failing(raw.ranks[0]) and result.ranks[0].counts == raw.ranks[0].counts
+
+
+def test_a_damaged_index_holding_the_only_record_of_deleted_files_stops_the_compare(scenario, monkeypatch, tmp_path):
+    watch_once(scenario.root)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    _damage(monkeypatch, "deleted_in")
+    with pytest.raises(CompareError, match=r"unreadable where it holds files deleted by tcmp watch: .*malformed"):
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx), reports)
+    assert list(reports.iterdir()) == []  # no report that looks complete
+
+
+def test_no_dump_files_and_an_unusable_index_says_both(scenario):
+    watch_once(scenario.root)
+    index = next(scenario.root.rglob("index.sqlite"))
+    index.write_bytes(b"garbage garbage!" + index.read_bytes()[16:])  # not a database any more
+    with pytest.raises(CompareError, match=r"no GE dump files under the target path .*; index .* unusable"):
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
