@@ -285,8 +285,9 @@ def read_fx_value(path: PathLike) -> FxValue:
     with open(path, "rb", buffering=0) as raw:
         size = os.fstat(raw.fileno()).st_size
         # a small file in one read (the usual activation: tens of KB); its header and payload are then parsed from
-        # memory instead of with five reads and a seek, each a syscall
-        fp = io.BytesIO(raw.read(size)) if size < MMAP_THRESHOLD else raw
+        # memory instead of with five reads and a seek, each a syscall; a big one buffered (a pickle is scanned in
+        # small reads), its payload mapped
+        fp = io.BytesIO(raw.read(size)) if size < MMAP_THRESHOLD else io.BufferedReader(raw)
         header = _read_header(fp, size, path)
         if header.dtype.hasobject:
             scan = scan_pickle(fp, header.data_offset, size, keep_opcodes=True)

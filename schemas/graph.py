@@ -278,9 +278,7 @@ def _parse_graph_def(text: str, path: Path, workers: int) -> tuple[GraphDef, tup
             return merged
     try:
         return _parse_text(text)
-    except text_format.ParseError as exc:
-        raise GraphParseError(path, f"protobuf text format: {_short(str(exc))}") from exc
-    except ValueError as exc:  # a value the field cannot hold: protobuf's setter raises, not the text parser
+    except (text_format.ParseError, ValueError) as exc:  # ValueError: a number an enum field cannot hold
         raise GraphParseError(path, f"protobuf text format: {_short(str(exc))}") from exc
     except RecursionError as exc:  # text_format recurses per nesting level
         raise GraphParseError(path, "protobuf text format: blocks nested too deeply to parse") from exc
