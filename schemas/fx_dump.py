@@ -168,7 +168,8 @@ def _read_header(fp, size: int, path: Path) -> NpyHeader:
             shape, fortran_order, dtype = _read_array_header(fp, version)
         except Exception as exc:  # numpy parses the untrusted header with tokenize and ast, which raise what they
             # like on garbage (TokenError, RecursionError, MemoryError, ...): all of it means a corrupt file
-            raise DumpCorrupt(path, f"bad .npy header: {exc}") from exc
+            reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)  # not TokenError's tuple
+            raise DumpCorrupt(path, f"bad .npy header: {reason}") from exc
     if any(dim < 0 for dim in shape):
         raise DumpCorrupt(path, f"bad .npy header: negative dimension in shape {shape}")
     data_nbytes = None if dtype.hasobject else math.prod(shape) * dtype.itemsize

@@ -293,6 +293,14 @@ def test_garbage_is_corrupt(tmp_path: Path, label: str, content: bytes) -> None:
         read_fx_value(path)
 
 
+def test_an_unclosed_header_says_why_in_words(tmp_path: Path) -> None:
+    path = tmp_path / "g.npy"
+    path.write_bytes(_header_with_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (64, 512"))
+    with pytest.raises(DumpCorrupt) as info:
+        read_fx_value(path)
+    assert info.value.message.endswith("bad .npy header: EOF in multi-line statement")  # not tokenize's tuple
+
+
 def test_empty_file_and_magic_prefix_are_incomplete(tmp_path: Path) -> None:
     path = tmp_path / "new.npy"
     for content in (b"", b"\x93", b"\x93NUM", b"\x93NUMPY", b"\x93NUMPY\x01"):
