@@ -45,6 +45,7 @@ from tcmp.schemas.records import FileSummary, Side
 from .records import CompareError, Role, Unmatched, UnmatchedKind
 
 _BY_NAME_ONLY = "fused ops are decomposed by name only"
+_UNREADABLE_INDEX = (IndexUnusable, sqlite3.Error, OSError)  # what reading an index that is missing or damaged raises
 FX_RUN_SCORE = 0.5  # share of a graph's FX node keys a directory must hold to belong to it
 FX_DUPLICATE_SCORE = 0.9  # two directories this complete for one graph: two runs
 
@@ -80,7 +81,7 @@ class DumpSource:
                 with open_index(self.index) as reader:
                     deleted = [f for d in indexed for f in reader.deleted_in(d.path) if not os.path.lexists(f.path)]
                     stored.update((s.path, s) for s in reader.summaries_of(deleted))
-            except (IndexUnusable, sqlite3.Error, OSError) as exc:  # the only record of those files: no compare
+            except _UNREADABLE_INDEX as exc:  # the only record of those files: no compare
                 why = f"index {self.index} unreadable where it holds files deleted by tcmp watch: {exc}"
                 raise CompareError(why) from exc
             files += (f.file for f in deleted)
@@ -136,7 +137,7 @@ class _GraphCache:
                 try:
                     with open_index(self.index) as reader:
                         stored = reader.graph(path)
-                except (IndexUnusable, sqlite3.Error, OSError) as exc:  # damaged where the graphs are: parse the file
+                except _UNREADABLE_INDEX as exc:  # damaged where the graphs are: parse the file
                     notes.append(f"index {self.index} unusable for graph {path.name}, parsed from the file: {exc}")
                     self.index = None
             self.graphs[path] = stored if stored is not None else load_graph(path, workers=self.workers)
@@ -153,7 +154,7 @@ def _with_index(tree: DumpOutline, db: Optional[Path], notes: list[str]) -> tupl
         with open_index(path) as reader:
             indexed = reader.deleted_dirs_under(tree.root)
             graph_files = reader.graph_files_under(tree.root)
-    except (IndexUnusable, sqlite3.Error, OSError) as exc:
+    except _UNREADABLE_INDEX as exc:
         note = f"index {path} unusable, raw files only: {exc}"
         if note not in notes:  # both trees' index, usually
             notes.append(note)
