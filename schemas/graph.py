@@ -1,33 +1,45 @@
-"""Reader for torchair's graph text files (`dynamo_original_graph_*.txt`, `dynamo_optimized_graph_*.txt`).
+"""Reader for graph text files: torchair's `dynamo_*graph*.txt` and GE's own `ge_proto_*.txt` dumps.
 
-The files are `str()` of GE IR's `GraphDef`, i.e. protobuf text format (spec/dump-formats.md §3.3, §4.4). They are
-parsed with `google.protobuf.text_format` against tcmp's subset of `ge_ir.proto`, never by hand: the peer's
-line-based parser breaks on strings containing `": "` or `" {"` and treats control edges as data inputs (§5.3
-items 5, 11). The protobuf messages are then condensed into small frozen records that the matcher and the index
-use.
+The files are protobuf text format of GE IR: `str(GraphDef)` from torchair, a printed `ModelDef` from GE
+(spec/dump-formats.md §3.3, §4.4). tcmp reads them with its own tolerant reader (`graph_text` gives the fields,
+this module what they mean) instead of protobuf's `text_format`, for two reasons:
+
+- protobuf refuses a whole file for one value tcmp never reads: an enum name its schema does not know, an
+  identifier where a number stands. A graph is refused here only when its op structure is unreadable: the op
+  blocks, their name, type and inputs, their output descs and the attributes tcmp reads (`_fx_tensor_name`,
+  `_datadump_original_op_names`, `_datadump_origin_name`, `_datadump_origin_output_index`) — with line and
+  column. Anything else odd is a warning at most.
+- protobuf's text parser is pure Python at ~4 MB/s; graphs of large models are tens of MB. Reading only what
+  tcmp uses, from a one-field-per-line layout classified with numpy, runs at tens of MB/s.
+
+On every file protobuf's `text_format` accepts (against `schemas/proto/ge_ir.proto`), the records equal those
+protobuf's message gives (tests/schemas/test_graph_reference.py). The peer's line-based parser breaks on strings
+containing `": "` or `" {"` and treats control edges as data inputs (§5.3 items 5, 11); neither happens here.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
-from google.protobuf import text_format
-
 from tcmp.schemas.errors import GraphParseError
-from tcmp.schemas.proto import GraphDef
+from tcmp.schemas.proto import GE_IR_DATA_TYPE
+
+from .graph_names import GraphFileName, GraphKind, GraphNameForm, is_other_graph_dump, parse_graph_file_name
+from .graph_text import FIELD_CODES, ROOT, NotLineShaped, int_value, line_view, string_value, token_view
 
 __all__ = [
     "FxTensorName",
     "Graph",
     "GraphFileName",
     "GraphKind",
+    "GraphNameForm",
     "GraphOp",
     "InputEdge",
     "OutputDesc",
+    "is_other_graph_dump",
     "parse_graph_file_name",
     "parse_graph_text",
     "parse_input_edge",
@@ -43,56 +55,6 @@ ORIGIN_OUTPUT_INDEX_ATTR = "_datadump_origin_output_index"
 STACK_INFO_ATTRS = ("_stack_info", "stack_trace", "_fx_stack_trace")
 
 CONTROL_EDGE_INDEX = -1
-
-# Stands in for an enum value name this proto subset does not know (e.g. a dtype added by a newer GE). The
-# ge_ir enums are proto3 (open), so text format accepts any int32 number for them; this one can never be a real
-# DataType, so a desc carrying it reads back as "dtype unknown" (None).
-UNKNOWN_ENUM_NUMBER = -(2**31)
-# Each retry re-parses the whole file; distinct unknown names are few, and every occurrence that sits on its own
-# line is replaced in one go, so this cap is only reached by pathological files.
-_MAX_UNKNOWN_ENUM_RETRIES = 64
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# File names
-
-
-class GraphKind(str, enum.Enum):
-    ORIGINAL = "original"  # dumped right after FX -> GE conversion
-    OPTIMIZED = "optimized"  # dumped after torchair's own graph passes
-
-
-@dataclass(frozen=True)
-class GraphFileName:
-    kind: GraphKind
-    number: int  # process-global counter from 1; the GE graph is named graph_{number}
-    rank: Optional[int]  # None for the older naming form
-    pid: Optional[int]
-    timestamp: Optional[str]  # UTC %Y%m%d%H%M%S%f as written; None when the writer left it out
-
-
-_GRAPH_FILE_NAME = re.compile(
-    r"dynamo_(?P<kind>original|optimized)_graph_(?P<number>\d+)"
-    r"(?:_rank_(?P<rank>\d+)_pid_(?P<pid>\d+)(?:_ts_(?P<ts>\d+))?"  # current form (ts optional in the writer)
-    r"|_(?P<old_ts>\d+))"  # older form: dynamo_original_graph_{N}_{ts}
-    r"\.txt"
-)
-
-
-def parse_graph_file_name(name: str) -> Optional[GraphFileName]:
-    """Recognise a torchair graph text file by its base name; None for anything else (including `.py`/`.pbtxt`
-    graph dumps, which are not protobuf text format)."""
-    match = _GRAPH_FILE_NAME.fullmatch(name)
-    if match is None:
-        return None
-    rank, pid = match["rank"], match["pid"]
-    return GraphFileName(
-        kind=GraphKind(match["kind"]),
-        number=int(match["number"]),
-        rank=int(rank) if rank is not None else None,
-        pid=int(pid) if pid is not None else None,
-        timestamp=match["ts"] if match["ts"] is not None else match["old_ts"],
-    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -225,258 +187,375 @@ class Graph:
 # Reading
 
 
-def read_graph(path: Union[str, Path], workers: int = 1) -> Graph:
-    """Parse one graph text file. Raises GraphParseError (with protobuf's line:column) if it cannot be parsed.
-
-    `workers` > 1 parses big files in that many spawned processes (see `_parse_graph_def`); the default stays
-    in-process, because a library call should not start processes behind its caller's back.
-    """
+def read_graph(path: Union[str, Path]) -> Graph:
+    """Read one graph text file. Raises GraphParseError, with line and column, when its op structure is
+    unreadable; anything else odd is in `Graph.warnings`."""
     path = Path(path)
-    raw = path.read_bytes()
-    warnings: list[str] = []
     try:
-        text = raw.decode("utf-8")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise GraphParseError(path, f"cannot read: {exc.strerror or exc}") from exc
+    return parse_graph_bytes(raw, path)
+
+
+def parse_graph_text(text: str, path: Union[str, Path]) -> Graph:
+    """Read graph text already in memory (`path` is only recorded and used in messages)."""
+    return parse_graph_bytes(text.encode("utf-8", "surrogateescape"), Path(path))
+
+
+def parse_graph_bytes(raw: bytes, path: Path) -> Graph:
+    notes: list[str] = []
+    try:
+        raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        # One stray byte (e.g. in a stack-trace string) should not cost the whole graph; names that contain the
-        # replaced byte will simply not match.
-        text = raw.decode("utf-8", errors="replace")
-        warnings.append(f"invalid UTF-8 at byte {exc.start} replaced with U+FFFD")
-    return parse_graph_text(text, path, warnings=tuple(warnings), workers=workers)
-
-
-def parse_graph_text(text: str, path: Union[str, Path], warnings: tuple[str, ...] = (), workers: int = 1) -> Graph:
-    """Parse graph text already in memory (`path` is only recorded and used in error messages)."""
-    path = Path(path)
-    graph_def, unknown_enum_names = _parse_graph_def(text, path, workers)
-    notes = list(warnings)
-    if unknown_enum_names:
-        notes.append("unknown enum value(s) read as unknown dtype: " + ", ".join(unknown_enum_names))
-    ops = tuple(_graph_op(order, op_def) for order, op_def in enumerate(graph_def.op))
-    return Graph(name=graph_def.name, path=path, ops=ops, warnings=tuple(notes))
-
-
-# MessageToString writes every top-level `op` block starting with this exact line at column 0; nested blocks are
-# indented, and a string literal never spans lines, so such a line can only open a top-level field.
-_TOP_LEVEL_OP_LINE = re.compile(r"^op \{\r?$", re.MULTILINE)
-_CHUNK_CHARS = 1 << 20
-
-
-def _parse_graph_def(text: str, path: Path, workers: int) -> tuple[GraphDef, tuple[str, ...]]:
-    """The GraphDef in `text`, plus the unknown enum names that had to be replaced.
-
-    Big files are cut at top-level `op {` lines into ~1 MB chunks, each parsed by text_format on its own and
-    merged in order. This gives exactly the whole-file result: a chunk that parses on its own ends with balanced
-    braces, i.e. at a top-level field boundary, and merging messages appends repeated fields in order. It keeps
-    an unknown-enum retry local to one chunk and lets `workers` processes share the work (text_format is pure
-    Python: ~0.7 MB/s per core). If any chunk fails, the whole text is parsed once more, so errors and their
-    line:column positions are always those of a plain parse of the file.
-    """
-    chunks = _top_level_chunks(text)
-    if len(chunks) > 1:
-        merged = _parse_chunks(chunks, workers)
-        if merged is not None:
-            return merged
+        # One stray byte (e.g. in a stack-trace string) should not cost the whole graph; names that contain it
+        # simply will not match.
+        notes.append(f"invalid UTF-8 at byte {exc.start} replaced with U+FFFD")
     try:
-        return _parse_text(text)
-    except (text_format.ParseError, ValueError) as exc:  # ValueError: a number an enum field cannot hold
-        raise GraphParseError(path, f"protobuf text format: {_short(str(exc))}") from exc
-    except RecursionError as exc:  # text_format recurses per nesting level
-        raise GraphParseError(path, "protobuf text format: blocks nested too deeply to parse") from exc
-
-
-def _top_level_chunks(text: str) -> list[str]:
-    chunks: list[str] = []
-    start = 0
-    for match in _TOP_LEVEL_OP_LINE.finditer(text):
-        if match.start() - start >= _CHUNK_CHARS:
-            chunks.append(text[start : match.start()])
-            start = match.start()
-    chunks.append(text[start:])
-    return chunks
-
-
-def _parse_chunks(chunks: list[str], workers: int) -> Optional[tuple[GraphDef, tuple[str, ...]]]:
-    """Merge the chunk parses in order; None if any chunk fails (the caller then parses the whole text)."""
-    if workers > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        # spawn, not fork: the daemon that calls this runs watcher threads, and forking a threaded process can
-        # deadlock.
-        context = multiprocessing.get_context("spawn")
         try:
-            with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=context) as pool:
-                results = list(pool.map(_parse_chunk_serialized, chunks))
-        except (OSError, RuntimeError):  # no processes here (sandbox, limits, broken pool): parse in-process
-            results = [_parse_chunk_serialized(chunk, serialize=False) for chunk in chunks]
-    else:
-        results = [_parse_chunk_serialized(chunk, serialize=False) for chunk in chunks]
-    graph_def = GraphDef()
-    unknown_names: list[str] = []
-    named_chunks = 0
-    for result in results:
-        if result is None:
-            return None
-        chunk_def, names = result
-        if isinstance(chunk_def, bytes):
-            chunk_def = GraphDef.FromString(chunk_def)
-        named_chunks += bool(chunk_def.name)
-        graph_def.MergeFrom(chunk_def)
-        unknown_names.extend(name for name in names if name not in unknown_names)
-    if named_chunks > 1:
-        return None  # a repeated singular field: let the whole-text parse report it
-    return graph_def, tuple(unknown_names)
+            reader = _Reader(line_view(raw, _WANTED_KEYS))
+            name, ops = reader.read()
+        except NotLineShaped:  # not one field per line: the tokenizer sees exactly what protobuf sees
+            reader = _Reader(token_view(raw))
+            name, ops = reader.read()
+    except _Refused as refused:
+        line, column = reader.view.position(refused.offset)
+        raise GraphParseError(path, f"line {line}, column {column}: {refused.reason}") from None
+    except RecursionError:
+        raise GraphParseError(path, "blocks nested too deeply to read") from None
+    return Graph(name=name, path=path, ops=ops, warnings=(*notes, *reader.warnings()))
 
 
-def _parse_chunk_serialized(chunk: str, serialize: bool = True):
-    """Worker entry point: (GraphDef or its bytes, unknown enum names), or None if the chunk does not parse."""
-    try:
-        graph_def, names = _parse_text(chunk)
-    except (text_format.ParseError, ValueError, RecursionError):
-        return None
-    return (graph_def.SerializeToString() if serialize else graph_def), names
+class _Refused(Exception):
+    """The op structure cannot be read at `offset`."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(reason)
+        self.offset = offset
+        self.reason = reason
 
 
-# Only identifier-like tokens count as enum names from the future; `dtype: 1.5` stays an error.
-_UNKNOWN_ENUM_MESSAGE = re.compile(r'Enum type "[^"]*" has no value named (?P<name>[A-Za-z_]\w*)\.$')
+_DATA_TYPES = {name.encode(): value.number for name, value in GE_IR_DATA_TYPE.values_by_name.items()}
+_INT32 = range(-(2**31), 2**31)
+_OP_ATTRS = frozenset(k.encode() for k in (ORIGINAL_OP_NAMES_ATTR, *STACK_INFO_ATTRS))
+_DESC_ATTRS = frozenset(k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR))
+# The attributes whose values are part of the op structure: an unreadable one refuses the file.
+_STRUCTURAL_ATTRS = frozenset(
+    k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGINAL_OP_NAMES_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR)
+)
+_WANTED_KEYS = tuple(sorted(_OP_ATTRS | _DESC_ATTRS))
+_FX_TENSOR_NAME_ATTR_KEY, _ORIGIN_NAME_ATTR_KEY, _ORIGIN_OUTPUT_INDEX_ATTR_KEY, _ORIGINAL_OP_NAMES_ATTR_KEY = (
+    FX_TENSOR_NAME_ATTR.encode(), ORIGIN_NAME_ATTR.encode(), ORIGIN_OUTPUT_INDEX_ATTR.encode(),
+    ORIGINAL_OP_NAMES_ATTR.encode(),
+)  # fmt: skip
+_STACK_INFO_KEYS = tuple(key.encode() for key in STACK_INFO_ATTRS)
+# Field name codes (graph_text.FIELD_CODES).
+_OP, _NAME, _GRAPH, _TYPE, _INPUT, _ATTR, _OUTPUT_DESC, _KEY, _VALUE, _DTYPE, _SHAPE, _LAYOUT, _DIM, _LIST, _S, _I = (
+    FIELD_CODES[name]
+    for name in (b"op", b"name", b"graph", b"type", b"input", b"attr", b"output_desc", b"key", b"value", b"dtype",
+                 b"shape", b"layout", b"dim", b"list", b"s", b"i")
+)  # fmt: skip
+# The members of AttrDef's `value` oneof: the last one given is the attribute's value.
+_ATTR_VALUE_MEMBERS = frozenset(
+    FIELD_CODES[name]
+    for name in (b"s", b"i", b"f", b"b", b"bt", b"list", b"func", b"td", b"t", b"g", b"list_list_int", b"dt",
+                 b"list_list_float", b"expression")
+)  # fmt: skip
 
 
-def _parse_text(text: str) -> tuple[GraphDef, tuple[str, ...]]:
-    """text_format.Parse, retried past enum value names this proto subset does not know.
-
-    An unknown enum *name* is a hard ParseError in text format (unlike unknown fields), yet it only means GE grew
-    a new dtype. On that specific error the offending token is replaced by UNKNOWN_ENUM_NUMBER (a number is legal
-    for an open proto3 enum) and the parse is retried. Every other line of the form `field: NAME` is replaced in
-    the same pass, so a name repeated on thousands of descs costs one retry, not thousands; such a whole-line
-    match cannot sit inside a string literal, because text-format strings never span lines. Any other error
-    propagates as text_format.ParseError.
-    """
-    unknown_names: list[str] = []
-    for _ in range(_MAX_UNKNOWN_ENUM_RETRIES + 1):
-        graph_def = GraphDef()
-        try:
-            text_format.Parse(text, graph_def, allow_unknown_field=True, allow_unknown_extension=True)
-        except text_format.ParseError as exc:
-            name = _unknown_enum_name(exc)
-            if name is None:
-                raise
-            patched = _replace_enum_name(text, name, exc.GetLine(), exc.GetColumn())
-            if patched == text:
-                raise
-            text = patched
-            if name not in unknown_names:
-                unknown_names.append(name)
-            continue
-        return graph_def, tuple(unknown_names)
-    raise text_format.ParseError(f"gave up after {_MAX_UNKNOWN_ENUM_RETRIES} unknown enum values")
-
-
-def _unknown_enum_name(exc: text_format.ParseError) -> Optional[str]:
-    if exc.GetLine() is None or exc.GetColumn() is None:
-        return None
-    match = _UNKNOWN_ENUM_MESSAGE.search(str(exc))
-    return match["name"] if match is not None else None
-
-
-def _replace_enum_name(text: str, name: str, line: int, column: int) -> str:
-    """Replace `name` everywhere it is the whole value of a `field: value` line, then at the exact token
-    protobuf reported (1-based line and column; the tokenizer splits lines on '\\n' only)."""
-    whole_line = re.compile(rf"^([ \t]*[A-Za-z_]\w*[ \t]*:[ \t]*){re.escape(name)}([ \t]*\r?)$", re.MULTILINE)
-    text = whole_line.sub(rf"\g<1>{UNKNOWN_ENUM_NUMBER}\g<2>", text)
-    lines = text.split("\n")
-    if 1 <= line <= len(lines):
-        start = column - 1
-        current = lines[line - 1]
-        if current.startswith(name, start) and not _continues_identifier(current, start + len(name)):
-            lines[line - 1] = current[:start] + str(UNKNOWN_ENUM_NUMBER) + current[start + len(name) :]
-            text = "\n".join(lines)
-    return text
-
-
-def _continues_identifier(line: str, position: int) -> bool:
-    return position < len(line) and (line[position].isalnum() or line[position] in "_+-")
-
-
-def _short(message: str, limit: int = 500) -> str:
-    """protobuf quotes the whole offending line; graph lines can be huge (stack traces)."""
-    return message if len(message) <= limit else message[:limit] + "…"
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# GraphDef -> records
-
-
-def _graph_op(order: int, op_def) -> GraphOp:
-    inputs: list[InputEdge] = []
-    control_inputs: list[str] = []
-    for text in op_def.input:
-        if not text:
-            continue  # an absent optional input keeps its slot in GE IR but is not an edge
-        edge = parse_input_edge(text)
-        if edge.index < 0:
-            control_inputs.append(edge.producer)
-        else:
-            inputs.append(edge)
-    attrs = op_def.attr
-    return GraphOp(
-        order=order,
-        name=op_def.name,
-        type=op_def.type,
-        inputs=tuple(inputs),
-        control_inputs=tuple(control_inputs),
-        outputs=tuple(_output_desc(index, desc) for index, desc in enumerate(op_def.output_desc)),
-        original_op_names=_attr_strings(attrs, ORIGINAL_OP_NAMES_ATTR),
-        stack_info=_stack_info(attrs),
-    )
-
-
-def _output_desc(index: int, desc) -> OutputDesc:
-    attrs = desc.attr
-    return OutputDesc(
-        index=index,
-        fx_tensor_name=_attr_string(attrs, FX_TENSOR_NAME_ATTR),
-        dtype=None if desc.dtype == UNKNOWN_ENUM_NUMBER else int(desc.dtype),
-        shape=tuple(desc.shape.dim),
-        layout=desc.layout,
-        origin_name=_attr_string(attrs, ORIGIN_NAME_ATTR),
-        origin_output_index=_attr_int(attrs, ORIGIN_OUTPUT_INDEX_ATTR),
-    )
-
-
-def _stack_info(attrs) -> Optional[str]:
-    for key in STACK_INFO_ATTRS:
-        lines = _attr_strings(attrs, key)
-        if lines:
-            return "\n".join(lines)
-    return None
-
-
-def _decode(raw: bytes) -> str:
+def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def _attr_string(attrs, key: str) -> Optional[str]:
-    if key not in attrs:
+class _Reader:
+    """What the fields of a GraphDef (or of a ModelDef's first graph) mean for tcmp: the op records.
+
+    Mirrors protobuf's semantics where protobuf accepts the text: repeated fields append in order, a scalar given
+    twice keeps the last value, map entries are looked up by key (the last entry of a key wins), and AttrDef's
+    value is its oneof member.
+    """
+
+    def __init__(self, view) -> None:
+        self.view = view
+        self._notes: list[str] = []
+        self._unknown_types: list[str] = []
+        self._handled: set[int] = set()  # damage already reported on its own
+
+    def warnings(self) -> tuple[str, ...]:
+        notes = list(self._notes)
+        if self._unknown_types:
+            notes.append("unknown enum value(s) read as unknown dtype: " + ", ".join(self._unknown_types))
+        damages = [d for d in self.view.damages if d.offset not in self._handled]
+        if damages:
+            line, column = self.view.position(damages[0].offset)
+            notes.append(
+                f"{len(damages)} place(s) that do not parse as text format, inside fields tcmp does not read, "
+                f"skipped (first at line {line}, column {column}: {damages[0].reason})"
+            )
+        return tuple(notes)
+
+    def _note(self, offset: int, message: str) -> None:
+        line, _ = self.view.position(offset)
+        self._notes.append(f"line {line}: {message}")
+
+    def _require_intact(self, block, offset: int, what: str) -> None:
+        damage = self.view.damage(block)
+        if damage is not None:
+            raise _Refused(damage.offset, f"{what} does not parse: {damage.reason}")
+
+    # --- graph level
+
+    def read(self) -> tuple[str, tuple[GraphOp, ...]]:
+        view = self.view
+        self._require_intact(ROOT, 0, "the file")
+        entries = list(view.entries(ROOT))
+        if not any(code == _OP for code, *_ in entries):
+            graphs = [(payload, offset) for code, is_block, payload, offset in entries if code == _GRAPH and is_block]
+            if graphs:  # a ModelDef (GE's own dumps): graph[0] is the main graph
+                if len(graphs) > 1:
+                    self._notes.append(f"the file holds {len(graphs)} graphs (a GE ModelDef); read the first")
+                self._require_intact(graphs[0][0], graphs[0][1], "the graph block")
+                entries = list(view.entries(graphs[0][0]))
+        name = ""
+        ops: list[GraphOp] = []
+        for code, is_block, payload, offset in entries:
+            if code == _OP:
+                if not is_block:
+                    raise _Refused(offset, "`op` is not a block")
+                ops.append(self._op(payload, offset, len(ops)))
+            elif code == _NAME and not is_block:
+                value = string_value(payload)
+                if value is None:
+                    self._note(offset, "graph name is not a string; left empty")
+                name = _text(value) if value is not None else ""
+        return name, tuple(ops)
+
+    # --- op level
+
+    def _string(self, is_block: bool, payload, offset: int, what: str) -> str:
+        value = None if is_block else string_value(payload)
+        if value is None:
+            raise _Refused(offset, f"{what} is not a string")
+        return _text(value)
+
+    def _op(self, block, offset: int, order: int) -> GraphOp:
+        self._require_intact(block, offset, "op block")
+        name = op_type = ""
+        inputs: list[InputEdge] = []
+        control_inputs: list[str] = []
+        outputs: list[OutputDesc] = []
+        attrs: dict[bytes, tuple] = {}
+        for code, is_block, payload, at in self.view.entries(block):
+            if code == _INPUT:
+                text = self._string(is_block, payload, at, "op input")
+                if not text:
+                    continue  # an absent optional input keeps its slot in GE IR but is not an edge
+                edge = parse_input_edge(text)
+                if edge.index < 0:
+                    control_inputs.append(edge.producer)
+                else:
+                    inputs.append(edge)
+            elif code == _NAME:
+                name = self._string(is_block, payload, at, "op name")
+            elif code == _TYPE:
+                op_type = self._string(is_block, payload, at, "op type")
+            elif code == _ATTR:
+                self._attr_entry(is_block, payload, at, _OP_ATTRS, attrs)
+            elif code == _OUTPUT_DESC:
+                if not is_block:
+                    raise _Refused(at, "output_desc is not a block")
+                outputs.append(self._output_desc(payload, at, len(outputs)))
+        return GraphOp(
+            order=order,
+            name=name,
+            type=op_type,
+            inputs=tuple(inputs),
+            control_inputs=tuple(control_inputs),
+            outputs=tuple(outputs),
+            original_op_names=self._attr_strings(attrs, _ORIGINAL_OP_NAMES_ATTR_KEY, structural=True),
+            stack_info=self._stack_info(attrs),
+        )
+
+    def _stack_info(self, attrs: dict) -> Optional[str]:
+        if not attrs:
+            return None
+        for key in _STACK_INFO_KEYS:
+            lines = self._attr_strings(attrs, key, structural=False)
+            if lines:
+                return "\n".join(lines)
         return None
-    value = attrs[key]
-    return _decode(value.s) if value.WhichOneof("value") == "s" else None
 
+    # --- tensor descs
 
-def _attr_strings(attrs, key: str) -> tuple[str, ...]:
-    """A string-list attr (`list { s: … }`); a single `s` is accepted as a one-element list."""
-    if key not in attrs:
-        return ()
-    value = attrs[key]
-    which = value.WhichOneof("value")
-    if which == "list":
-        return tuple(_decode(item) for item in value.list.s)
-    if which == "s":
-        return (_decode(value.s),)
-    return ()
+    def _output_desc(self, block, offset: int, index: int) -> OutputDesc:
+        self._require_intact(block, offset, "output_desc block")
+        dtype: Optional[int] = 0
+        shape: tuple[int, ...] = ()
+        layout = ""
+        attrs: dict[bytes, tuple] = {}
+        for code, is_block, payload, at in self.view.entries(block):
+            if code == _DTYPE and not is_block:
+                dtype = self._data_type(payload, at)
+            elif code == _SHAPE and is_block:
+                shape = self._shape(payload, at)
+            elif code == _LAYOUT and not is_block:
+                value = string_value(payload)
+                if value is None:
+                    self._note(at, "output desc layout is not a string; left empty")
+                layout = _text(value) if value is not None else ""
+            elif code == _ATTR:
+                self._attr_entry(is_block, payload, at, _DESC_ATTRS, attrs)
+        return OutputDesc(
+            index=index,
+            fx_tensor_name=self._attr_string(attrs, _FX_TENSOR_NAME_ATTR_KEY),
+            dtype=dtype,
+            shape=shape,
+            layout=layout,
+            origin_name=self._attr_string(attrs, _ORIGIN_NAME_ATTR_KEY),
+            origin_output_index=self._attr_int(attrs, _ORIGIN_OUTPUT_INDEX_ATTR_KEY),
+        )
 
+    def _data_type(self, payload: bytes, offset: int) -> Optional[int]:
+        known = _DATA_TYPES.get(payload)
+        if known is not None:
+            return known
+        try:
+            number = int(payload.decode("ascii"), 0)  # protobuf's ParseEnum: a number, else a name
+        except (ValueError, UnicodeDecodeError):
+            if re.fullmatch(rb"[A-Za-z_]\w*", payload):
+                name = payload.decode()
+                if name not in self._unknown_types:
+                    self._unknown_types.append(name)
+            else:
+                self._note(offset, f"dtype {_text(payload)!r} is neither a DataType name nor a number")
+            return None
+        if number not in _INT32:
+            self._note(offset, f"dtype {number} does not fit an enum (int32)")
+            return None
+        return number
 
-def _attr_int(attrs, key: str) -> Optional[int]:
-    if key not in attrs:
-        return None
-    value = attrs[key]
-    return int(value.i) if value.WhichOneof("value") == "i" else None
+    def _shape(self, block, offset: int) -> tuple[int, ...]:
+        dims = self.view.small_ints(block, _DIM)  # a shape block of `dim: <digits>` lines, the common case
+        if dims is not None:
+            return tuple(dims)
+        damage = self.view.damage(block)
+        found: list[int] = []
+        for code, is_block, payload, at in self.view.entries(block):
+            if code == _DIM:
+                dim = None if is_block else int_value(payload)
+                if dim is None:
+                    self._note(at, f"shape dim {_text(payload) if not is_block else '{…}'!r} is not a number; "
+                                   "shape left empty")  # fmt: skip
+                    return ()
+                found.append(dim)
+        if damage is not None:
+            self._handled.add(damage.offset)
+            self._note(offset, f"shape does not parse ({damage.reason}); left empty")
+            return ()
+        return tuple(found)
+
+    # --- attributes
+
+    def _attr_entry(self, is_block: bool, payload, offset: int, wanted: frozenset, into: dict) -> None:
+        """One `attr { key: … value { … } }` map entry: kept in `into` when its key is one tcmp reads."""
+        if not is_block:
+            self._note(offset, "an attr entry that is not a block; skipped")
+            return
+        laid_out = self.view.attr_key(payload)  # the printers' layout, seen at once
+        if laid_out is not None:
+            key, value_block, value_at = laid_out
+            if key in wanted:
+                into[key] = ((value_block, value_at), key in _STRUCTURAL_ATTRS)
+            return
+        key: Optional[bytes] = b""
+        value = None
+        for code, nested, item, at in self.view.entries(payload):
+            if code == _KEY:
+                key = None if nested else string_value(item)
+            elif code == _VALUE and nested:
+                value = (item, at)
+        damage = self.view.damage(payload)
+        if key is None:
+            self._note(offset, "an attr entry whose key is not a string; skipped")
+            return
+        if key not in wanted:
+            return
+        if damage is not None:
+            self._damage_note(damage, offset, f"attribute {_text(key)}", key in _STRUCTURAL_ATTRS)
+            return
+        into[key] = (value, key in _STRUCTURAL_ATTRS)
+
+    def _damage_note(self, damage, offset: int, what: str, structural: bool) -> None:
+        """Damage inside an attribute tcmp reads: refused when the attribute is part of the op structure."""
+        if structural:
+            raise _Refused(damage.offset, f"{what} does not parse: {damage.reason}")
+        self._handled.add(damage.offset)
+        self._note(offset, f"{what} does not parse ({damage.reason}); ignored")
+
+    def _member(self, attrs: dict, key: bytes) -> Optional[tuple]:
+        """(member name, is block, payload, offset) of the attribute's value, or None if it has none."""
+        entry = attrs.get(key)
+        if entry is None or entry[0] is None:
+            return None
+        (block, offset), structural = entry
+        damage = self.view.damage(block)
+        if damage is not None:
+            self._damage_note(damage, offset, f"the value of attribute {_text(key)}", structural)
+            return None
+        member = None
+        for code, nested, payload, at in self.view.entries(block):
+            if code in _ATTR_VALUE_MEMBERS:
+                member = (code, nested, payload, at)
+        return member
+
+    def _bad_value(self, key: bytes, at: int, what: str) -> None:
+        if key in _STRUCTURAL_ATTRS:
+            raise _Refused(at, f"attribute {_text(key)}: {what}")
+        self._note(at, f"attribute {_text(key)}: {what}; ignored")
+
+    def _attr_string(self, attrs: dict, key: bytes) -> Optional[str]:
+        member = self._member(attrs, key)
+        if member is None or member[0] != _S:
+            return None
+        value = None if member[1] else string_value(member[2])
+        if value is None:
+            self._bad_value(key, member[3], "`s` is not a string")
+            return None
+        return _text(value)
+
+    def _attr_int(self, attrs: dict, key: bytes) -> Optional[int]:
+        member = self._member(attrs, key)
+        if member is None or member[0] != _I:
+            return None
+        value = None if member[1] else int_value(member[2])
+        if value is None:
+            self._bad_value(key, member[3], "`i` is not a 64-bit integer")
+        return value
+
+    def _attr_strings(self, attrs: dict, key: bytes, structural: bool) -> tuple[str, ...]:
+        """A string-list attr (`list { s: … }`); a single `s` is accepted as a one-element list."""
+        member = self._member(attrs, key)
+        if member is None:
+            return ()
+        name, nested, payload, at = member
+        if name == _S:
+            value = None if nested else string_value(payload)
+            if value is None:
+                self._bad_value(key, at, "`s` is not a string")
+                return ()
+            return (_text(value),)
+        if name != _LIST or not nested:
+            return ()
+        damage = self.view.damage(payload)
+        if damage is not None:
+            self._damage_note(damage, at, f"the list of attribute {_text(key)}", structural)
+            return ()
+        items = []
+        for item_code, item_nested, item, item_at in self.view.entries(payload):
+            if item_code == _S:
+                value = None if item_nested else string_value(item)
+                if value is None:
+                    self._bad_value(key, item_at, "a list item `s` is not a string")
+                    return ()
+                items.append(_text(value))
+        return tuple(items)

@@ -1,7 +1,7 @@
 """A cache of parsed graph text files.
 
-protobuf's text-format parser is pure Python (~0.3–0.7 MB/s), so a large `dynamo_original_graph_*.txt` takes
-seconds to parse; a compare that is re-run with other options should not pay that again. The parsed `Graph` is
+Reading a graph file is fast (tens of MB/s), but a compare that is re-run with other options need not even pay
+that. The parsed `Graph` is
 stored as JSON (our own records, no pickle) under a key of the file's real path, size, mtime and this cache's
 version: beside the dump (`<dir>/.tcmp/graphs/`) when that is writable, else in the user's cache directory.
 A stale or unreadable cache entry is ignored and rewritten.
@@ -19,7 +19,7 @@ from typing import Optional
 from .graph import Graph, GraphOp, read_graph
 from .layout import INDEX_DIR
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the tolerant reader (records of files protobuf refused)
 
 
 def _key(path: Path) -> str:
@@ -70,15 +70,15 @@ def _write_cached(path: Path, key: str, graph: Graph) -> None:
             continue  # read-only dump directory: try the user's cache
 
 
-def load_graph(path: Path, workers: int = 1, use_cache: bool = True) -> Graph:
+def load_graph(path: Path, use_cache: bool = True) -> Graph:
     """`read_graph`, served from the cache when the file has not changed since it was parsed."""
     path = Path(path)
     if not use_cache:
-        return read_graph(path, workers=workers)
+        return read_graph(path)
     key = _key(path)
     cached = _read_cached(path, key)
     if cached is not None:
         return cached
-    graph = read_graph(path, workers=workers)
+    graph = read_graph(path)
     _write_cached(path, key, graph)
     return graph

@@ -27,6 +27,7 @@ OpInput = _message_class("tcmp.dump.OpInput")
 OpOutput = _message_class("tcmp.dump.OpOutput")
 GraphDef = _message_class("tcmp.ge_ir.GraphDef")
 OpDef = _message_class("tcmp.ge_ir.OpDef")
+ModelDef = _message_class("tcmp.ge_ir.ModelDef")
 GE_IR_DATA_TYPE = _POOL.FindEnumTypeByName("tcmp.ge_ir.DataType")
 
-__all__ = ["GE_IR_DATA_TYPE", "DumpData", "GraphDef", "OpDef", "OpInput", "OpOutput"]
+__all__ = ["GE_IR_DATA_TYPE", "DumpData", "GraphDef", "ModelDef", "OpDef", "OpInput", "OpOutput"]

@@ -1,20 +1,20 @@
-"""Graph text files: names, protobuf text parsing (incl. the strings that broke the peer), records, round trip."""
+"""Graph text files: names, reading (incl. the strings that broke the peer), refusals and warnings, round trip."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
 
-import tcmp.schemas.graph as graph_module
 from tcmp.schemas.errors import GraphParseError
 from tcmp.schemas.graph import (
     FxTensorName,
     GraphFileName,
     GraphKind,
+    GraphNameForm,
     InputEdge,
+    is_other_graph_dump,
     parse_graph_file_name,
     parse_graph_text,
     parse_input_edge,
@@ -213,32 +213,46 @@ def test_unknown_enum_name_is_replaced_only_as_a_value_never_inside_strings() ->
 
 
 @pytest.mark.parametrize(
-    ("text", "line"),
+    ("text", "line", "column"),
     [
-        ('name: "g"\nop {\n  name: "a"\n  input "no colon"\n}\n', 4),  # missing ':' after a scalar field
-        ('op {\n  name: "a"\n  type: "T"\n', 3),  # unterminated block
-        ('op {\n  name: "unterminated\n}\n', 2),  # string never closed
-        ("op {\n  output_desc {\n    dtype: 1.5\n  }\n}\n", 3),  # bad enum value (not a name)
+        ('name: "g"\nop {\n  name: "a"\n  input "no colon"\n}\n', 4, 9),  # missing ':' after a scalar field
+        ('op {\n  name: "a"\n  type: "T"\n', 1, 4),  # block never closed: where it was opened
+        ('op {\n  name: "unterminated\n}\n', 2, 9),  # string never closed
+        ("op {\n  name: 5\n}\n", 2, 3),  # an op name that is not a string
+        # an attribute tcmp reads, with a value that is not a string
+        (
+            'op {\n  output_desc {\n    attr {\n      key: "_fx_tensor_name"\n      value { s: x }\n    }\n  }\n}\n',
+            5,
+            15,
+        ),
+        ("op {\n  output_desc: 3\n}\n", 2, 3),
     ],
 )
-def test_garbage_raises_graph_parse_error_with_position(tmp_path: Path, text: str, line: int) -> None:
+def test_unreadable_op_structure_is_refused_with_line_and_column(tmp_path: Path, text, line, column) -> None:
     path = tmp_path / "dynamo_original_graph_1_rank_0_pid_1_ts_1.txt"
     path.write_text(text)
     with pytest.raises(GraphParseError) as info:
         read_graph(path)
     assert info.value.path == path
-    assert re.search(rf"\b{line}:\d+ ", info.value.message), info.value.message
+    assert info.value.message.startswith(f"line {line}, column {column}: "), info.value.message
 
 
-@pytest.mark.parametrize("chunk_chars", [1 << 20, 64])  # one piece; cut at top-level ops (the big-file path)
-def test_a_number_its_field_cannot_hold_is_a_parse_error(tmp_path: Path, monkeypatch, chunk_chars: int) -> None:
-    monkeypatch.setattr(graph_module, "_CHUNK_CHARS", chunk_chars)
-    ops = "".join(f'op {{\n  name: "op{i}"\n  type: "T"\n}}\n' for i in range(4))
-    path = tmp_path / "dynamo_original_graph_1_rank_0_pid_1_ts_1.txt"
-    # an enum given by number: text_format range-checks other integers itself, this one only protobuf's setter
-    path.write_text(ops + "op {\n  output_desc {\n    dtype: 99999999999999999999999\n  }\n}\n")
-    with pytest.raises(GraphParseError, match="out of range"):
-        read_graph(path)
+@pytest.mark.parametrize(
+    ("desc", "warning"),
+    [
+        ("dtype: 1.5", "dtype '1.5' is neither a DataType name nor a number"),
+        ("dtype: 99999999999999999999999", "does not fit an enum"),
+        ("dtype: DT_FROM_THE_FUTURE", "DT_FROM_THE_FUTURE"),
+    ],
+)
+def test_a_dtype_tcmp_cannot_read_is_a_warning_and_unknown(tmp_path: Path, desc: str, warning: str) -> None:
+    # protobuf refuses all three files; the dtype is only reported, so the op structure stands
+    path = tmp_path / "g.txt"
+    path.write_text(f'op {{\n  name: "a"\n  output_desc {{\n    {desc}\n    layout: "ND"\n  }}\n}}\n')
+    graph = read_graph(path)
+    (out,) = graph.op("a").outputs
+    assert (out.dtype, out.layout) == (None, "ND")
+    assert any(warning in note for note in graph.warnings), graph.warnings
 
 
 def test_absurd_nesting_is_a_parse_error_not_a_crash(tmp_path: Path) -> None:
@@ -248,7 +262,7 @@ def test_absurd_nesting_is_a_parse_error_not_a_crash(tmp_path: Path) -> None:
         read_graph(path)
 
 
-def _chain_specs(count: int, unknown_dtype_at: int = -1) -> list[GraphOpSpec]:
+def _chain_specs(count: int) -> list[GraphOpSpec]:
     specs = [GraphOpSpec("arg0_1", "Data", outputs=(OutputSpec(None, DT_FLOAT16, (2, 3)),))]
     for i in range(count):
         specs.append(
@@ -261,27 +275,27 @@ def _chain_specs(count: int, unknown_dtype_at: int = -1) -> list[GraphOpSpec]:
                     OutputSpec(None, DT_INT32, (i,), layout="NCHW"),
                 ),
                 original_op_names=(f"add_{i}",) if i % 2 else (),
+                attrs=(("axes", [-1, i]), ("keep_dims", True)),
             )
         )
     return specs
 
 
-def _assert_graph_matches_specs(graph, specs: list[GraphOpSpec], unknown_dtype_ops: frozenset = frozenset()):
+def _assert_graph_matches_specs(graph, specs: list[GraphOpSpec]):
     assert len(graph) == len(specs)
     for order, (op, spec) in enumerate(zip(graph.ops, specs)):
         assert (op.order, op.name, op.type) == (order, spec.name, spec.type)
-        data = [s for s in spec.inputs if not s.endswith(":-1")]
+        data = [s for s in spec.inputs if not s.endswith(":-1") and s]
         control = [s[: -len(":-1")] for s in spec.inputs if s.endswith(":-1")]
         assert [f"{e.producer}:{e.index}" for e in op.inputs] == data
         assert list(op.control_inputs) == control
         assert op.original_op_names == spec.original_op_names
         assert len(op.outputs) == len(spec.outputs)
         for index, (out, out_spec) in enumerate(zip(op.outputs, spec.outputs)):
-            expected_dtype = None if (spec.name in unknown_dtype_ops and index == 0) else out_spec.dtype
             assert (out.index, out.fx_tensor_name, out.dtype, out.shape, out.layout) == (
                 index,
                 out_spec.fx_tensor_name,
-                expected_dtype,
+                out_spec.dtype,
                 out_spec.shape,
                 out_spec.layout,
             )
@@ -293,7 +307,7 @@ def test_round_trip_writer_to_reader(tmp_path: Path) -> None:
         GraphOpSpec(
             "Fused_0",
             "AutomaticBufferFusionOp",
-            inputs=("Add_5:0",),
+            inputs=("Add_5:0", ""),
             outputs=(
                 OutputSpec("x-aten.x.default.OUTPUT.0", DT_FLOAT, (4,), origin_name="Add_5", origin_output_index=1),
             ),
@@ -304,8 +318,10 @@ def test_round_trip_writer_to_reader(tmp_path: Path) -> None:
     path = write_graph(tmp_path, name, "graph_3", specs)
 
     assert path.name == "dynamo_optimized_graph_3_rank_1_pid_4242_ts_20250101120000123456.txt"
-    # the file is plain protobuf text format of the GraphDef the specs describe
-    assert text_format.Parse(path.read_text(), GraphDef()) == build_graph_def("graph_3", specs)
+    text = path.read_text()
+    # the file is plain protobuf text format of the GraphDef the specs describe, enums printed by name
+    assert text_format.Parse(text, GraphDef()) == build_graph_def("graph_3", specs)
+    assert "val_type: VT_LIST_INT" in text and "val_type: VT_LIST_STRING" in text and "dtype: DT_FLOAT16" in text
 
     graph = read_graph(path)
     assert graph.name == "graph_3" and graph.path == path
@@ -319,54 +335,6 @@ def test_round_trip_writer_to_reader(tmp_path: Path) -> None:
     graph_def = build_graph_def("graph_3", specs)
     add_1 = next(op for op in graph_def.op if op.name == "Add_1")
     assert [(d.dtype, tuple(d.shape.dim)) for d in add_1.input_desc] == [(DT_FLOAT16, (2, 3))] * 2
-
-
-def test_chunked_parse_equals_single_parse_and_retries_only_the_failing_chunk(monkeypatch, tmp_path) -> None:
-    specs = _chain_specs(60)
-    text = str(build_graph_def("graph_1", specs))
-    # an unknown dtype on the first output of two ops far apart (the canonical text puts it on its own line)
-    for victim in ("Add_7", "Add_55"):
-        head, tail = text.split(f'name: "{victim}"', 1)
-        tail = tail.replace("output_desc {\n    dtype: DT_FLOAT16", "output_desc {\n    dtype: DT_FUTURE_8", 1)
-        text = f'{head}name: "{victim}"{tail}'
-    monkeypatch.setattr(graph_module, "_CHUNK_CHARS", 2000)  # many chunks out of a small file
-    chunk_count = len(graph_module._top_level_chunks(text))
-    assert chunk_count > 10
-    parse_calls = []
-    real_parse = text_format.Parse
-
-    def counting_parse(chunk, *args, **kwargs):
-        parse_calls.append(len(chunk))
-        return real_parse(chunk, *args, **kwargs)
-
-    monkeypatch.setattr(text_format, "Parse", counting_parse)
-
-    graph = parse_graph_text(text, tmp_path / "g.txt")
-    # one parse per chunk, plus one retry for each of the two chunks holding the unknown name; never the whole
-    assert len(parse_calls) == chunk_count + 2
-    assert max(parse_calls) < len(text) / 5
-    _assert_graph_matches_specs(graph, specs, unknown_dtype_ops=frozenset({"Add_7", "Add_55"}))
-    assert "DT_FUTURE_8" in graph.warnings[0]
-
-
-def test_chunked_parse_reports_the_whole_file_position_of_an_error(monkeypatch, tmp_path) -> None:
-    text = str(build_graph_def("graph_1", _chain_specs(40)))
-    lines = text.split("\n")
-    bad_line = next(i for i, line in enumerate(lines) if line == '  name: "Add_33"') + 1  # 1-based
-    lines[bad_line - 1] = '  name "Add_33"'
-    monkeypatch.setattr(graph_module, "_CHUNK_CHARS", 2000)
-    path = tmp_path / "g.txt"
-    path.write_text("\n".join(lines))
-    with pytest.raises(GraphParseError) as info:
-        read_graph(path)
-    assert re.search(rf"\b{bad_line}:\d+ ", info.value.message), info.value.message
-
-
-def test_parallel_parse_matches_specs(monkeypatch, tmp_path) -> None:
-    specs = _chain_specs(30)
-    path = write_graph(tmp_path, "g.txt", "graph_1", specs)
-    monkeypatch.setattr(graph_module, "_CHUNK_CHARS", 3000)
-    _assert_graph_matches_specs(read_graph(path, workers=2), specs)
 
 
 def test_invalid_utf8_is_replaced_not_fatal(tmp_path) -> None:
@@ -385,34 +353,47 @@ def test_graph_def_is_the_ge_ir_message() -> None:
     assert op_fields["input"].number == 5 and op_fields["output_desc"].number == 34
 
 
+_NUMBERED = GraphNameForm.NUMBERED
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
+        # since 2025-05-15 (torchair !1663): number, rank, pid, UTC timestamp
         (
             "dynamo_original_graph_1_rank_15_pid_421214_ts_20251010083825327878.txt",
-            GraphFileName(GraphKind.ORIGINAL, 1, 15, 421214, "20251010083825327878"),
+            GraphFileName(GraphKind.ORIGINAL, 1, 15, 421214, "20251010083825327878", _NUMBERED),
         ),
         (
             "dynamo_optimized_graph_12_rank_0_pid_7_ts_20251010083827311204.txt",
-            GraphFileName(GraphKind.OPTIMIZED, 12, 0, 7, "20251010083827311204"),
-        ),
-        (
-            "dynamo_original_graph_3_20240301101010123456.txt",
-            GraphFileName(GraphKind.ORIGINAL, 3, None, None, "20240301101010123456"),
-        ),
-        (
-            "dynamo_optimized_graph_2_20240301101010123456.txt",
-            GraphFileName(GraphKind.OPTIMIZED, 2, None, None, "20240301101010123456"),
+            GraphFileName(GraphKind.OPTIMIZED, 12, 0, 7, "20251010083827311204", _NUMBERED),
         ),
         # the writer's with_timestap=False form
-        ("dynamo_original_graph_4_rank_1_pid_99.txt", GraphFileName(GraphKind.ORIGINAL, 4, 1, 99, None)),
+        ("dynamo_original_graph_4_rank_1_pid_99.txt", GraphFileName(GraphKind.ORIGINAL, 4, 1, 99, None, _NUMBERED)),
+        # 2024-01-04 → 2025-05: no number, no rank (torchair 03adb9ba … 7c83726b)
+        (
+            "dynamo_original_graph_20240301101010123456.txt",
+            GraphFileName(GraphKind.ORIGINAL, None, None, None, "20240301101010123456", GraphNameForm.KIND),
+        ),
+        (
+            "dynamo_optimized_graph_20240301101010123456.txt",
+            GraphFileName(GraphKind.OPTIMIZED, None, None, None, "20240301101010123456", GraphNameForm.KIND),
+        ),
+        # 2023-08 → 2024-01-04: the converted graph only
+        (
+            "dynamo_20231101120000123456.txt",
+            GraphFileName(GraphKind.ORIGINAL, None, None, None, "20231101120000123456", GraphNameForm.DYNAMO),
+        ),
+        # a form torchair never wrote (an earlier spec listed it)
+        ("dynamo_original_graph_3_20240301101010123456.txt", None),
         ("dynamo_original_graph_1_rank_15_pid_421214_ts_20251010083825327878.py", None),
         ("dynamo_original_graph_1_rank_15_pid_421214_ts_20251010083825327878.pbtxt", None),
         ("dynamo_original_graph_x_rank_1_pid_2_ts_3.txt", None),
-        ("dynamo_original_graph_1.txt", None),
+        ("dynamo_original_graph_.txt", None),
         ("dynamo_fused_graph_1_rank_0_pid_1_ts_2.txt", None),
         ("xdynamo_original_graph_1_rank_0_pid_1_ts_2.txt", None),
         ("dynamo_original_graph_1_rank_0_pid_1_ts_2.txt.swp", None),
+        ("dynamo_.txt", None),
         ("ge_proto_00000001_Build.txt", None),
         ("", None),
     ],
@@ -422,15 +403,36 @@ def test_parse_graph_file_name(name: str, expected) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "old_style", "expected"),
+    ("name", "other"),
     [
-        ("original", False, "dynamo_original_graph_5_rank_2_pid_31_ts_20250102030405060708.txt"),
-        (GraphKind.OPTIMIZED, False, "dynamo_optimized_graph_5_rank_2_pid_31_ts_20250102030405060708.txt"),
-        ("original", True, "dynamo_original_graph_5_20250102030405060708.txt"),
+        ("dynamo_original_graph_1_rank_15_pid_421214_ts_20251010083825327878.py", True),
+        ("dynamo_optimized_graph_2_rank_0_pid_1.pbtxt", True),
+        ("dynamo_original_graph_20240301101010123456.pbtxt", True),
+        ("dynamo_optimized_graph_20240104101010123456.pbtxt", True),
+        ("dynamo_20231101120000123456.py", True),
+        ("dynamo_original_graph_1_rank_0_pid_1_ts_2.txt", False),
+        ("model.py", False),
     ],
 )
-def test_graph_file_name_forms(kind, old_style: bool, expected: str) -> None:
-    assert graph_file_name(5, 2, 31, "20250102030405060708", kind, old_style=old_style) == expected
+def test_other_graph_dump_types_are_recognised(name: str, other: bool) -> None:
+    assert is_other_graph_dump(name) is other
+
+
+@pytest.mark.parametrize(
+    ("kind", "form", "expected"),
+    [
+        ("original", _NUMBERED, "dynamo_original_graph_5_rank_2_pid_31_ts_20250102030405060708.txt"),
+        (GraphKind.OPTIMIZED, _NUMBERED, "dynamo_optimized_graph_5_rank_2_pid_31_ts_20250102030405060708.txt"),
+        ("original", GraphNameForm.KIND, "dynamo_original_graph_20250102030405060708.txt"),
+        ("optimized", GraphNameForm.KIND, "dynamo_optimized_graph_20250102030405060708.txt"),
+        ("original", GraphNameForm.DYNAMO, "dynamo_20250102030405060708.txt"),
+    ],
+)
+def test_graph_file_name_forms(kind, form, expected: str) -> None:
+    name = graph_file_name(5, 2, 31, "20250102030405060708", kind, form=form)
+    assert name == expected
+    parsed = parse_graph_file_name(name)
+    assert parsed is not None and parsed.form is form and parsed.kind is GraphKind(kind)
 
 
 @pytest.mark.parametrize(
@@ -467,3 +469,89 @@ def test_fx_tensor_name(text: str, expected) -> None:
     assert parsed == expected
     if parsed is not None:
         assert str(parsed) == text
+
+
+# --- tolerance: what protobuf refuses but changes nothing tcmp reads
+
+_CLEAN_OP = """op {
+  name: "Softmax_1"
+  type: "SoftmaxV2"
+  input: "x:0"
+  attr {
+    key: "axes"
+    value {
+      list {
+        i: -1
+        val_type: VT_LIST_INT
+      }
+    }
+  }
+%s
+  output_desc {
+    dtype: DT_FLOAT16
+    shape {
+      dim: 2
+    }
+    attr {
+      key: "_fx_tensor_name"
+      value {
+        s: "softmax-aten._softmax.default.OUTPUT.0"
+      }
+    }
+  }
+}
+"""
+
+
+_UNREAD_LIST = '  attr {\n    key: "k"\n    value {\n      list { val_type: VT_LIST_FUTURE }\n    }\n  }'
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        # an identifier where a number stands, in an attribute tcmp never reads
+        '  attr {\n    key: "k"\n    value {\n      i: VT_LIST_INT\n    }\n  }',
+        # an enum name no schema knows, in a list tcmp never reads
+        _UNREAD_LIST,
+        # unknown fields and blocks, a number too big for its field
+        "  future_field: 7\n  future_block {\n    deeper { x: 1 }\n  }\n  id: 99999999999999999999999",
+        # garbage that does not even parse as text format, inside an attribute tcmp never reads (one field per
+        # line, and not)
+        '  attr {\n    key: "k"\n    value {\n      s: foo bar baz\n    }\n  }',
+        '  attr {\n    key: "k"\n    value { t { data: "x" data } }\n  }',
+    ],
+)
+def test_what_protobuf_refuses_outside_the_op_structure_changes_nothing(odd: str) -> None:
+    clean = parse_graph_text(_CLEAN_OP % "", "g.txt")
+    with pytest.raises(text_format.ParseError):
+        text_format.Parse(_CLEAN_OP % odd, GraphDef(), allow_unknown_field=True)
+    tolerant = parse_graph_text(_CLEAN_OP % odd, "g.txt")
+    assert tolerant.ops == clean.ops
+    assert clean.warnings == ()
+    (softmax,) = tolerant.ops
+    assert softmax.outputs[0].fx_tensor_name == "softmax-aten._softmax.default.OUTPUT.0"
+
+
+def test_unparsable_text_in_an_unread_attribute_is_at_most_a_warning_naming_it() -> None:
+    """Off the one-field-per-line layout the tokenizer parses everything, and says where it skipped."""
+    graph = parse_graph_text(_CLEAN_OP % '  attr { key: "k" value { t { data: "x" data } } }', "g.txt")
+    (warning,) = graph.warnings
+    assert "line 14, column 46" in warning and "inside fields tcmp does not read" in warning
+
+
+def test_an_unterminated_string_that_swallows_braces_is_refused() -> None:
+    # protobuf's tokenizer runs an unclosed string to the line's end: the braces after it are gone, and with
+    # them the structure
+    with pytest.raises(GraphParseError, match="never closed"):
+        parse_graph_text(_CLEAN_OP % '  attr {\n    key: "k"\n    value { s: "open } }\n  }', "g.txt")
+
+
+def test_every_list_value_type_is_read_by_name_and_by_number() -> None:
+    names = [v.name for v in GraphDef.DESCRIPTOR.file.pool.FindEnumTypeByName(
+        "tcmp.ge_ir.AttrDef.ListValue.ListValueType").values]  # fmt: skip
+    assert names[0] == "VT_LIST_NONE" and names[-1] == "VT_LIST_DATA_TYPE" and len(names) == 11
+    for spelled in (*names, *map(str, range(11))):
+        text = _CLEAN_OP.replace("val_type: VT_LIST_INT", f"val_type: {spelled}") % ""
+        text_format.Parse(text, GraphDef())  # the reference accepts every one
+        (op,) = parse_graph_text(text, "g.txt").ops
+        assert op.outputs[0].fx_tensor_name == "softmax-aten._softmax.default.OUTPUT.0"
