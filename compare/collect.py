@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from tcmp import usable_cpus
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphKind
@@ -36,7 +35,9 @@ from tcmp.schemas.layout import (
     GraphFile,
     Unrecognized,
     dump_names,
+    graph_files_in,
     graph_number_of,
+    other_graph_dumps,
     outline,
     scan_directory,
 )
@@ -126,7 +127,6 @@ class CompareInputs:
 
 @dataclass
 class _GraphCache:
-    workers: int = field(default_factory=usable_cpus)
     graphs: dict[Path, Graph] = field(default_factory=dict)
     index: Optional[Path] = None  # holds the parses `tcmp watch` already stored
 
@@ -140,7 +140,7 @@ class _GraphCache:
                 except _UNREADABLE_INDEX as exc:  # damaged where the graphs are: parse the file
                     notes.append(f"index {self.index} unusable for graph {path.name}, parsed from the file: {exc}")
                     self.index = None
-            self.graphs[path] = stored if stored is not None else load_graph(path, workers=self.workers)
+            self.graphs[path] = stored if stored is not None else load_graph(path)
         return self.graphs[path]
 
 
@@ -256,11 +256,13 @@ def _by_model(dirs: Iterable[DumpDir]) -> dict[str, list[DumpDir]]:
     return groups
 
 
-def _graph_files_for(graphs: Sequence[GraphFile], rank: Optional[int]) -> dict[int, list[GraphFile]]:
-    by_number: dict[int, list[GraphFile]] = defaultdict(list)
+def _graph_files_for(graphs: Sequence[GraphFile], rank: Optional[int]) -> dict[object, list[GraphFile]]:
+    """The original graphs a rank may use, by graph number; a file without a number (torchair before 2025-05)
+    stands alone, to be bound by content."""
+    by_number: dict[object, list[GraphFile]] = defaultdict(list)
     for g in graphs:
         if g.name.kind is GraphKind.ORIGINAL and (g.name.rank is None or rank is None or g.name.rank == rank):
-            by_number[g.name.number].append(g)
+            by_number[g.name.number if g.name.number is not None else g.path].append(g)
     return by_number
 
 
@@ -289,9 +291,10 @@ class _Binder:
 
     def __init__(
         self, target: tuple[DumpOutline, DumpSource], golden: tuple[DumpOutline, DumpSource], kind: GoldenKind,
-        cache: _GraphCache,
+        cache: _GraphCache, graphs: Sequence[GraphFile],
     ) -> None:  # fmt: skip
         (self.target, self.target_source), (self.golden, self.golden_source) = target, golden
+        self.graphs = graphs
         self.kind, self.cache = kind, cache
         self.unmatched: list[Unmatched] = []
         self.notes: list[str] = []
@@ -334,10 +337,10 @@ class _Binder:
         return graphs[0]
 
     def graph_for(self, rank: Optional[int], model: str, dirs: Sequence[DumpDir]) -> Optional[Graph]:
-        by_number = _graph_files_for(self.target.graphs, rank)
+        by_number = _graph_files_for(self.graphs, rank)
         number = graph_number_of(model)
         dumped = self.names(self.target_source, dirs).ops if len(by_number.get(number, ())) != 1 else frozenset()
-        if number in by_number:
+        if number is not None and number in by_number:
             return self._pick_graph(by_number[number], dumped)
         # the model directory is not named after a graph: pick by content
         best, best_score = None, 0.0
@@ -401,12 +404,13 @@ def collect(
     target_run: Optional[str] = None,
     golden_run: Optional[str] = None,
     fx_token_base: Optional[int] = None,
-    graph_workers: Optional[int] = None,
     db: Optional[Path] = None,
+    graph: Optional[Path] = None,
 ) -> CompareInputs:
     """Walk both trees by directories (plus what `tcmp watch`'s index keeps of files it deleted; `db` names the
     index when it is not in the trees), detect the golden's kind, check ranks and runs, bind graphs and golden
-    directories. Dump file names are read where their tokens are compared (`DumpSource.listing`)."""
+    directories. Dump file names are read where their tokens are compared (`DumpSource.listing`). Graph files
+    are `graph` (a file or a directory) when given, else the target's, else the working directory's."""
     target, golden = _check_paths(Path(target), Path(golden))
     notes: list[str] = []
     target_tree, target_index = _with_index(outline(target), db, notes)
@@ -426,19 +430,16 @@ def collect(
         raise CompareError(
             f"no FX .npy files and no GE dump files under the golden path {golden}{_unparsed(golden_tree.dirs)}{why}"
         )
-    originals = [g for g in target_tree.graphs if g.name.kind is GraphKind.ORIGINAL]
+    graphs, searched = _graph_files(target_tree, graph, notes)
+    originals = [g for g in graphs if g.name.kind is GraphKind.ORIGINAL]
     if kind is GoldenKind.FX and not originals:
-        raise CompareError(
-            f"no dynamo_original_graph_*.txt under the target path {target}: GE ops are mapped to FX tensors "
-            "through it (enable torchair's graph_dump with the GE dump)"
-        )
+        raise CompareError(f"{_no_graph(searched)}: GE ops are mapped to FX tensors through it. {_GRAPH_HOWTO}")
     binder = _Binder(
-        (target_tree, target_source), (golden_tree, golden_source), kind,
-        _GraphCache(graph_workers or usable_cpus(), index=target_index),
+        (target_tree, target_source), (golden_tree, golden_source), kind, _GraphCache(index=target_index), graphs,
     )  # fmt: skip
     binder.notes.extend(notes)
     if kind is GoldenKind.GE and not originals:
-        binder.notes.append(f"no graph file in the target: {_BY_NAME_ONLY}")
+        binder.notes.append(f"{_no_graph(searched)}: {_BY_NAME_ONLY}")
     for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN)):
         for problem in tree.problems:
             binder.unmatched.append(unusable(role, None, problem))
@@ -475,6 +476,44 @@ def collect(
     return CompareInputs(
         target_source, golden_source, kind, tuple(bindings), tuple(binder.unmatched), tuple(binder.notes), unbound
     )
+
+
+_GRAPH_HOWTO = (
+    'torchair writes it with config.debug.graph_dump.type = "txt", to config.debug.graph_dump.path (default: the '
+    "working directory of the run); give that file or directory with --graph PATH"
+)
+
+
+def _graph_files(target: DumpOutline, given: Optional[Path], notes: list[str]) -> tuple[tuple[GraphFile, ...], list]:
+    """The graph text files to bind, and the places searched (for a message when there are none)."""
+    if given is not None:
+        if not given.exists():
+            raise CompareError(f"--graph {given}: no such file or directory", usage=True)
+        return graph_files_in(given), [(f"--graph {given}", given, False)]
+    if target.graphs:
+        return target.graphs, []
+    cwd = Path.cwd()
+    searched = [(f"the target path {target.root}", target.root, False), (f"the working directory {cwd}", cwd, True)]
+    found = graph_files_in(cwd, top_level_only=True) if not _inside_or_is(cwd, target.root) else ()
+    if found:
+        notes.append(f"graph files from the working directory {cwd}, where torchair writes them by default")
+    return found, searched
+
+
+def _inside_or_is(path: Path, root: Path) -> bool:
+    path, root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    return path == root or root in path.parents
+
+
+def _no_graph(searched: list) -> str:
+    """No graph text file in any of the places searched: say where, and what else was there."""
+    places = " nor in ".join(label for label, _, _ in searched) or "the target path"
+    message = f"no torchair graph text file (dynamo_original_graph_*.txt, dynamo_*.txt) in {places}"
+    others = [p for _, path, top in searched for p in other_graph_dumps(path, top_level_only=top)]
+    if others:
+        shown = ", ".join(str(p) for p in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        message += f" (only graph dumps of type pbtxt or py, which tcmp cannot read: {shown})"
+    return message
 
 
 def _any_name_parses(dirs: Sequence[DumpDir]) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Optional, Union
 
-from tcmp import one_blas_thread, usable_cpus
+from tcmp import one_blas_thread
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.ge_dump import GeDump
@@ -63,6 +63,7 @@ class CompareOptions:
     jobs: int = 1
     thresholds: Thresholds = field(default_factory=Thresholds)
     db: Optional[Path] = None  # `tcmp watch`'s index, when it is not inside the dump trees
+    graph: Optional[Path] = None  # the graph text file(s), when they are not under the target
 
 
 @dataclass(frozen=True)
@@ -727,8 +728,7 @@ def _run(
 
     inputs = collect(
         options.target, options.golden, rank=options.rank, target_run=options.target_run,
-        golden_run=options.golden_run, fx_token_base=options.fx_token_base,
-        graph_workers=max(1, options.jobs or usable_cpus()), db=options.db,
+        golden_run=options.golden_run, fx_token_base=options.fx_token_base, db=options.db, graph=options.graph,
     )  # fmt: skip
     mode, reason = _resolve_mode(options.mode, inputs)
     planned = [_units(binding, inputs) for binding in inputs.bindings]

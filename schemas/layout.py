@@ -33,7 +33,7 @@ from . import SLOTS
 from .errors import DumpError, NameParseError
 from .fx_dump import FxFileName, parse_fx_file_name
 from .ge_names import MAPPING_FILE, GeFileKind, GeFileName, is_hashed_name, read_mapping, resolve_ge_file_name
-from .graph import GraphFileName, parse_graph_file_name
+from .graph import GraphFileName, GraphKind, GraphNameForm, is_other_graph_dump, parse_graph_file_name
 from .records import IO, Side
 
 GE_ROOT_NAMES = ("msprobe_ge_dump", "msit_ge_dump")
@@ -507,9 +507,43 @@ def outline(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> D
         graphs += found[1]
         problems += found[2]
     dirs.sort(key=lambda d: (d.side.value, str(d.path)))
-    graphs.sort(key=lambda g: (g.name.rank if g.name.rank is not None else -1, g.name.number, str(g.path)))
+    graphs.sort(key=_graph_order)
     problems.sort(key=lambda p: str(p.path))
     return DumpOutline(root, tuple(dirs), tuple(graphs), tuple(problems))
+
+
+def _graph_order(g: GraphFile) -> tuple:
+    return (-1 if g.name.rank is None else g.name.rank, -1 if g.name.number is None else g.name.number, str(g.path))
+
+
+def graph_files_in(path: Union[str, Path], top_level_only: bool = False) -> tuple[GraphFile, ...]:
+    """The graph text files a path holds: every torchair-named one under a directory (or, `top_level_only`,
+    directly in it, as torchair writes them to `graph_dump.path`); a file given by name whatever its name
+    (a GE `ge_proto_*.txt` dump, a renamed copy), read as an original graph."""
+    path = Path(os.path.realpath(path))
+    if path.is_file():
+        name = parse_graph_file_name(path.name)
+        return (
+            GraphFile(path, name or GraphFileName(GraphKind.ORIGINAL, None, None, None, None, GraphNameForm.GIVEN)),
+        )
+    if top_level_only:
+        try:
+            with os.scandir(path) as entries:
+                found = [(e.path, parse_graph_file_name(e.name)) for e in entries if e.is_file()]
+        except OSError:
+            return ()
+        return tuple(sorted((GraphFile(Path(p), n) for p, n in found if n is not None), key=_graph_order))
+    return outline(path).graphs
+
+
+def other_graph_dumps(path: Union[str, Path], top_level_only: bool = False) -> tuple[Path, ...]:
+    """torchair graph dumps of type "pbtxt" or "py" under a path: what to name when no text graph is found."""
+    found: list[Path] = []
+    for directory, entries in _walk(Path(path)):
+        found += [directory / e.name for e in entries if is_other_graph_dump(e.name)]
+        if top_level_only:
+            break
+    return tuple(sorted(found))
 
 
 def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> DumpTree:

@@ -167,6 +167,14 @@ def compare(
     db: Annotated[
         Optional[Path], typer.Option("--db", help="tcmp watch's index, if not in the dump trees (.tcmp/).")
     ] = None,
+    graph: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--graph",
+            help="torchair's graph text file(s), a file or a directory, when they are not under the target path "
+            "(torchair's graph_dump.path; default: the working directory).",
+        ),
+    ] = None,
     cosine: Annotated[float, typer.Option(help="PASS needs Cosine >= this.")] = 0.99,
     max_rel_err: Annotated[float, typer.Option(help="PASS needs MaxRelativeErr < this.")] = 0.01,
     stats_rel_err: Annotated[float, typer.Option(help="Statistics PASS: relative errors <= this.")] = 0.01,
@@ -185,7 +193,7 @@ def compare(
     thresholds = Thresholds(cosine=cosine, max_relative_err=max_rel_err, stats_relative_err=stats_rel_err)
     options = CompareOptions(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
-        golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db,
+        golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db, graph=graph,
     )  # fmt: skip
     try:
         with (

@@ -30,6 +30,7 @@ import numpy as np
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.formats import Format
 from tcmp.schemas.ge_names import sanitize
+from tcmp.schemas.graph import GraphNameForm
 from tcmp.schemas.records import IO
 
 from .fx_writer import FxEra, FxWriter
@@ -86,6 +87,18 @@ class ScenarioConfig:
     noise: float = 0.0
     ffts_ops: tuple[str, ...] = ()  # target ops written as two FFTS+ slice files (automatic mode)
     capture_names: bool = False  # adump capture-mode file names (6 fields) instead of the GE 5-field form
+    # How torchair named the graph files: by default the form of the FX era's time (graph_names); and where it
+    # wrote them, relative to the scenario root (torchair's graph_dump.path), None: in the GE dump root.
+    graph_name_form: Optional[GraphNameForm] = None
+    graph_dir: Optional[str] = None
+
+    @property
+    def graph_form(self) -> GraphNameForm:
+        if self.graph_name_form is not None:
+            return self.graph_name_form
+        if self.fx_era is FxEra.RANKED:
+            return GraphNameForm.NUMBERED
+        return GraphNameForm.DYNAMO if self.fx_era is FxEra.GM_STEP else GraphNameForm.KIND
 
 
 @dataclass(frozen=True)
@@ -289,12 +302,18 @@ class _GeWriter:
         return base / self.time_dir / str(rank) / f"graph_{graph}_0" / str(model_index * 3 + 1) / str(token)
 
     def write_graph_files(self, rank: int, graph_number: int, graph: ModelGraph, values: ModelValues) -> None:
-        directory = self.root / "msprobe_ge_dump"
+        if self.config.graph_dir is None:
+            directory = self.root / "msprobe_ge_dump"
+        else:
+            directory = self.root.parent / self.config.graph_dir / self.root.name
         directory.mkdir(parents=True, exist_ok=True)
         specs = _graph_specs(graph, values)
-        ts = f"2026112908{30 + graph_number % 20:02d}00000000"
-        write_graph(directory, graph_file_name(graph_number, rank, PID, ts), f"graph_{graph_number}", specs)
-        write_graph(directory, graph_file_name(graph_number, rank, PID, ts, kind="optimized"), graph.graph_name, specs)
+        form = self.config.graph_form
+        ts = f"2026112908{30 + graph_number % 20:02d}{rank:02d}000000"  # names without a rank differ by time
+        write_graph(directory, graph_file_name(graph_number, rank, PID, ts, form=form), f"graph_{graph_number}", specs)
+        if form is not GraphNameForm.DYNAMO:  # torchair before 2024-01 dumped the converted graph only
+            name = graph_file_name(graph_number, rank, PID, ts, kind="optimized", form=form)
+            write_graph(directory, name, graph.graph_name, specs)
 
     def write_token(
         self, rank: int, graph_number: int, model_index: int, token: int, graph: ModelGraph, source: _ValueSource,

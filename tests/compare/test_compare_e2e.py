@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import math
+import re
 import shutil
 import threading
 from collections import Counter, defaultdict
@@ -485,7 +486,7 @@ def test_missing_or_broken_graph_file(tmp_path):
     assert any("unusable" in note for note in broken.notes)
     for graph in scenario.target.glob("dynamo_*"):
         graph.unlink()
-    with pytest.raises(CompareError, match="no dynamo_original_graph"):
+    with pytest.raises(CompareError, match=r"no torchair graph text file .*graph_dump\.type = \"txt\".*--graph PATH"):
         run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     missing, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge), keep_rows=True)
     assert _row_cells(broken) == _row_cells(missing) and len(_row_cells(missing)) > 10
@@ -551,3 +552,65 @@ def test_model_directories_not_named_after_their_graph_are_bound_by_the_ops_they
         if golden_labels is not None:
             assert {b.model: b.golden_label for b in inputs.bindings} == golden_labels
         check_against_manifest(scenario, result)
+
+
+# --- graph files: every name torchair used, wherever torchair put them
+
+
+@pytest.mark.parametrize("era", list(FxEra), ids=lambda e: e.value)
+def test_each_era_names_its_graph_files_its_own_way_and_they_are_found(fx_scenarios, era):
+    """The era fixture writes graph files in the form of its time (graph_names): no number and no rank before
+    2025-05, `dynamo_{ts}.txt` before 2024-01. Such files are bound by content."""
+    scenario = fx_scenarios[era]
+    names = sorted(p.name for p in scenario.target.glob("dynamo_*.txt"))
+    expected = {
+        FxEra.RANKED: r"dynamo_(original|optimized)_graph_1_rank_0_pid_\d+_ts_\d{20}\.txt",
+        FxEra.GM_STEP: r"dynamo_\d{20}\.txt",
+    }.get(era, r"dynamo_(original|optimized)_graph_\d{20}\.txt")
+    assert names and all(re.fullmatch(expected, name) for name in names), names
+    inputs = collect(scenario.target, scenario.golden_fx)
+    assert all(b.graph is not None and b.graph.name == "graph_1" for b in inputs.bindings)
+
+
+def test_several_graphs_without_numbers_are_bound_by_content(tmp_path):
+    faults = (Fault("layers.0/MatMul_0", FaultKind.REL_ERROR),)
+    config = ScenarioConfig(model=ModelConfig(layers=1), tokens=1, graphs=(1, 2), fx_era=FxEra.MSPROBE_DATA_DUMP,
+                            ge_rank_dirs=False, write_fusion_off=False, faults=faults)  # fmt: skip
+    scenario = write_scenario(tmp_path, config)
+    assert not list(scenario.target.glob("dynamo_*graph_[0-9]_*.txt"))  # no graph numbers in the names
+    inputs = collect(scenario.target, scenario.golden_fx)
+    assert sorted((b.model, b.graph.name) for b in inputs.bindings) == [
+        ("graph_1_0", "graph_1"),
+        ("graph_2_0", "graph_2"),
+    ]
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    check_against_manifest(scenario, result)
+
+
+def test_graph_files_in_the_working_directory_or_given_with_graph(tmp_path, monkeypatch):
+    """torchair's graph_dump.path is independent of the dump path and defaults to the working directory."""
+    config = ScenarioConfig(model=ModelConfig(layers=1), tokens=1, write_fusion_off=False, faults=FAULTS[:1],
+                            graph_dir="run_dir")  # fmt: skip
+    scenario = write_scenario(tmp_path / "s", config)
+    run_dir = tmp_path / "s" / "run_dir" / "target"
+    assert not list(scenario.target.rglob("dynamo_*")) and len(list(run_dir.glob("dynamo_*"))) == 2
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CompareError) as info:
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+    assert str(scenario.target) in str(info.value) and str(tmp_path) in str(info.value)
+    (tmp_path / "dynamo_original_graph_1_rank_0_pid_3_ts_20261129083000000000.py").write_text("# graph code")
+    with pytest.raises(CompareError, match=r"only graph dumps of type pbtxt or py.*\.py"):
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+
+    monkeypatch.chdir(run_dir)  # where the model ran
+    from_cwd, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    assert any("working directory" in note for note in from_cwd.notes)
+    check_against_manifest(scenario, from_cwd)
+
+    monkeypatch.chdir(tmp_path)
+    original = next(run_dir.glob("dynamo_original_graph_*"))
+    for given in (run_dir, original):
+        result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx, graph=given), keep_rows=True)
+        assert _row_cells(result) == _row_cells(from_cwd)
+    with pytest.raises(CompareError, match=r"--graph .*no such file"):
+        run_compare(CompareOptions(scenario.target, scenario.golden_fx, graph=tmp_path / "nope"))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tcmp.schemas.ge_names import GeNameForm
-from tcmp.schemas.graph import GraphKind
+from tcmp.schemas.graph import GraphKind, GraphNameForm
 from tcmp.schemas.layout import (
     DumpFile,
     FileKind,
@@ -23,11 +23,12 @@ from tcmp.schemas.layout import (
     classify_name,
     discover,
     dump_names,
+    graph_files_in,
     locate,
+    other_graph_dumps,
     outline,
 )
 from tcmp.schemas.records import IO, Side
-from tcmp.schemas.synth.graph_writer import graph_file_name
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import FxEra, ScenarioConfig, write_scenario
 
@@ -308,19 +309,38 @@ def test_capture_mode_scoped_names_stay_in_the_step_directory(tmp_path):
     assert dotted and all(".layers.1_" in name for name in dotted)  # dots kept, the separator replaced
 
 
-def test_graph_files_both_naming_forms(tmp_path):
+@pytest.mark.parametrize(
+    ("form", "kinds"),
+    [
+        (GraphNameForm.NUMBERED, [GraphKind.OPTIMIZED, GraphKind.ORIGINAL]),
+        (GraphNameForm.KIND, [GraphKind.OPTIMIZED, GraphKind.ORIGINAL]),
+        (GraphNameForm.DYNAMO, [GraphKind.ORIGINAL]),  # before 2024-01 only the converted graph was dumped
+    ],
+)
+def test_graph_files_in_every_naming_form_torchair_used(tmp_path, form, kinds):
+    config = ScenarioConfig(tokens=1, write_fx=False, write_fusion_off=False, graph_name_form=form)
+    scenario = write_scenario(tmp_path, config)
+    graphs = discover(scenario.target).graphs
+    assert sorted(g.name.kind for g in graphs) == kinds
+    assert all(g.name.form is form and g.name.timestamp is not None for g in graphs)
+    if form is GraphNameForm.NUMBERED:
+        assert all(g.name.rank == 0 and g.name.number == 1 and g.name.pid is not None for g in graphs)
+    else:
+        assert all(g.name.rank is None and g.name.number is None and g.name.pid is None for g in graphs)
+
+
+def test_graph_files_in_a_file_or_a_directory(tmp_path):
     scenario = write_scenario(tmp_path, ScenarioConfig(tokens=1, write_fx=False, write_fusion_off=False))
-    current = {g.path: g for g in discover(scenario.target).graphs}
-    assert sorted(g.name.kind for g in current.values()) == [GraphKind.OPTIMIZED, GraphKind.ORIGINAL]
-    assert all(g.name.rank == 0 and g.name.number == 1 and g.name.pid is not None for g in current.values())
-    source = next(p for p in current if current[p].name.kind is GraphKind.ORIGINAL)
-    old = scenario.target / graph_file_name(7, 0, 0, "20240101120000123456", old_style=True)
-    shutil.copyfile(source, old)
-    tree = discover(scenario.target)
-    (found,) = [g for g in tree.graphs if g.path == old]
-    assert old.name == "dynamo_original_graph_7_20240101120000123456.txt"
-    assert (found.name.kind, found.name.number, found.name.rank, found.name.pid) == (GraphKind.ORIGINAL, 7, None, None)
-    assert found.name.timestamp == "20240101120000123456"
+    (original,) = [g for g in discover(scenario.target).graphs if g.name.kind is GraphKind.ORIGINAL]
+    renamed = tmp_path / "elsewhere" / "ge_proto_00000001_graph.txt"
+    renamed.parent.mkdir()
+    shutil.copyfile(original.path, renamed)
+    (given,) = graph_files_in(renamed)  # a file named on the command line is read whatever its name
+    assert (given.path, given.name.kind, given.name.form) == (renamed, GraphKind.ORIGINAL, GraphNameForm.GIVEN)
+    assert graph_files_in(renamed.parent) == ()  # in a directory only torchair's names count
+    assert len(graph_files_in(scenario.root)) == 2 and graph_files_in(scenario.root, top_level_only=True) == ()
+    (renamed.parent / "dynamo_original_graph_20240101120000123456.pbtxt").write_text("")
+    assert other_graph_dumps(renamed.parent) == (renamed.parent / "dynamo_original_graph_20240101120000123456.pbtxt",)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -453,7 +473,9 @@ def test_summary_files_in_a_tree(tmp_path):
         (f"mm_0-aten.mm.default.OUTPUT.0.{FX_TS}.npy", FileKind.FX_NPY),
         (f"mm_0-aten.mm.default.OUTPUT.0.{FX_TS}_min_max.npy", FileKind.FX_MIN_MAX_NPY),
         ("dynamo_original_graph_1_rank_0_pid_42_ts_20261129083000000000.txt", FileKind.GRAPH),
-        ("dynamo_optimized_graph_3_20240101120000123456.txt", FileKind.GRAPH),
+        ("dynamo_optimized_graph_20240101120000123456.txt", FileKind.GRAPH),
+        ("dynamo_20231101120000123456.txt", FileKind.GRAPH),
+        ("dynamo_optimized_graph_3_20240101120000123456.txt", None),  # a form torchair never wrote
         ("mapping.csv", None),
         ("results.csv", None),
         ("acl.json", None),
