@@ -16,7 +16,7 @@ import numpy as np
 from tcmp.schemas.errors import DumpError, describe
 from tcmp.schemas.ffts import SliceFile, merge_ffts_slices
 from tcmp.schemas.fx_dump import read_fx_value
-from tcmp.schemas.ge_dump import GeDump, GeDumpReader, open_ge_dump
+from tcmp.schemas.ge_dump import NOT_DUMPED, GeDump, GeDumpReader, open_ge_dump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.layout import FileKind
 from tcmp.schemas.records import IO, Summary, TensorKind, TensorSummary
@@ -132,12 +132,12 @@ class TensorLoader:
                     SliceFile(
                         f.name,
                         reader.dump,
-                        tuple(reader.load(t).array for t in reader.dump.inputs),
-                        tuple(reader.load(t).array for t in reader.dump.outputs),
+                        tuple(reader.load(t).array if t.dumped else None for t in reader.dump.inputs),
+                        tuple(reader.load(t).array if t.dumped else None for t in reader.dump.outputs),
                     )
                 )
             merged = merge_ffts_slices(parts)
-            size = sum(a.nbytes for a in (*merged.inputs, *merged.outputs))
+            size = sum(a.nbytes for a in (*merged.inputs, *merged.outputs) if a is not None)
             self._remember(self._merged, key, merged, self.cache_size, size)
         return self._recall(self._merged, key)
 
@@ -196,6 +196,8 @@ class TensorLoader:
                 merged = self._ffts(ref)
                 items = merged.inputs if ref.io is IO.INPUT else merged.outputs
                 array = items[ref.index]
+                if array is None:  # never paired; kept for callers that pair by hand
+                    raise Unavailable(NOT_DUMPED)
                 dtype = self._reader(first.path).dump.tensor(ref.io, ref.index).dtype_name
                 return Loaded(array, None, dtype, tuple(array.shape), merged.notes)
             reader = self._reader(first.path)

@@ -19,7 +19,7 @@ from tcmp.schemas.fx_dump import FxFileName
 from tcmp.schemas.ge_dump import GeDump, read_ge_dump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.layout import DumpFile, FileKind
-from tcmp.schemas.records import IO, FileSummary, TensorSummary
+from tcmp.schemas.records import IO, FileSummary, TensorKind, TensorSummary
 
 from .summary import summarize_file
 
@@ -31,6 +31,7 @@ class TensorMeta:
     shape: Optional[tuple[int, ...]]  # ND shape, when the header says
     dtype: Optional[str]
     stored: Optional[TensorSummary] = None  # summary-only files (and the index): the tensor's summary
+    dumped: bool = True  # False: the writer skipped it (device address 0), there is nothing to compare
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,10 @@ class FxCall:
         return next((f for k, f in self.outputs if k == index), None)
 
 
+def _stored_meta(t: TensorSummary) -> TensorMeta:
+    return TensorMeta(t.io, t.index, t.shape, t.dtype, t, dumped=t.kind is not TensorKind.NOT_DUMPED)
+
+
 def _from_summaries(
     op_name: str,
     op_type: str,
@@ -85,8 +90,8 @@ def _from_summaries(
     raw_deleted: bool = False,
 ) -> GeExecution:
     """An execution known by its tensors' summaries only (a stats/min-max file, or the index's rows)."""
-    inputs = tuple(TensorMeta(t.io, t.index, t.shape, t.dtype, t) for t in tensors if t.io is IO.INPUT)
-    outputs = tuple(TensorMeta(t.io, t.index, t.shape, t.dtype, t) for t in tensors if t.io is IO.OUTPUT)
+    inputs = tuple(_stored_meta(t) for t in tensors if t.io is IO.INPUT)
+    outputs = tuple(_stored_meta(t) for t in tensors if t.io is IO.OUTPUT)
     return GeExecution(op_name, op_type, timestamp, tuple(files), inputs, outputs, (None,) * len(outputs),
                        raw_deleted=raw_deleted)  # fmt: skip
 
@@ -109,8 +114,10 @@ def _read_execution(files: Sequence[DumpFile], stored: Mapping[Path, FileSummary
     try:
         if first.kind is FileKind.GE_BINARY:
             dump = read_ge_dump(first.path)
-            inputs = tuple(TensorMeta(IO.INPUT, t.index, t.nd_shape, t.dtype_name) for t in dump.inputs)
-            outputs = tuple(TensorMeta(IO.OUTPUT, t.index, t.nd_shape, t.dtype_name) for t in dump.outputs)
+            inputs, outputs = (
+                tuple(TensorMeta(t.io, t.index, t.nd_shape, t.dtype_name, dumped=t.dumped) for t in items)
+                for items in (dump.inputs, dump.outputs)
+            )
             originals = tuple(
                 (t.original_op.name, t.original_op.output_index) if t.original_op else None for t in dump.outputs
             )

@@ -25,6 +25,7 @@ from typing import Optional
 
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
+from tcmp.schemas.ge_dump import NOT_DUMPED
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import FxTensorName, GraphOp, InputEdge
 from tcmp.schemas.layout import DumpFile, FileKind
@@ -46,6 +47,8 @@ class MatchResult:
     used_golden: set[Path] = field(default_factory=set)
     # graph ops and FX nodes that live inside a fused target op: why their golden tensors have no partner
     fused_into: dict[str, str] = field(default_factory=dict)
+    # golden files whose target partner was not dumped (device address 0): the target tensor, as "op io index"
+    partner_not_dumped: dict[Path, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,12 @@ class _Resolved:
 
 
 class _Context:
-    """Shared by the GE → FX and GE → GE matchers of one token."""
+    """Shared by the GE → FX and GE → GE matchers of one token.
+
+    A target tensor the writer did not dump (device address 0) is never paired: whatever the matchers found for it,
+    it is listed by design as not dumped, since nothing was measured; a pair whose golden tensor was not dumped is
+    listed the same way.
+    """
 
     def __init__(
         self, rank: Optional[int], token: int, graph_label: str, result: MatchResult,
@@ -74,9 +82,24 @@ class _Context:
 
     def ge_ref(self, e: GeExecution, io: IO, index: int) -> TensorRef:
         meta = e.tensor(io, index)
-        return TensorRef(e.files, io, index, stored=meta.stored if meta else None, raw_deleted=e.raw_deleted)
+        stored, dumped = (meta.stored, meta.dumped) if meta is not None else (None, True)
+        return TensorRef(e.files, io, index, stored=stored, raw_deleted=e.raw_deleted, dumped=dumped)
+
+    @staticmethod
+    def not_dumped(e: GeExecution, io: Optional[IO], index: Optional[int]) -> bool:
+        meta = e.tensor(io, index) if io is not None and index is not None else None
+        return meta is not None and not meta.dumped
 
     def pair(self, e: GeExecution, io: IO, index: int, bench: TensorRef, notes=(), stack=None) -> None:
+        if self.not_dumped(e, io, index):
+            self.by_design(e, io, index, NOT_DUMPED)
+            for f in bench.files:
+                self.result.partner_not_dumped.setdefault(f.path, f"{e.op_name} {io.value} {index}")
+            return
+        if not bench.dumped:
+            self.by_design(e, io, index, f"golden {bench.label}: {NOT_DUMPED}")
+            self.result.used_golden.update(f.path for f in bench.files)
+            return
         self.result.pairs.append(
             Pair(self.rank, self.token, self.graph_label, e.op_name, e.op_type, e.order, e.execution, io, index,
                  self.ge_ref(e, io, index), bench, tuple(notes), stack, e.timestamp)
@@ -86,6 +109,8 @@ class _Context:
     def _unmatched(
         self, e: GeExecution, io: Optional[IO], index: Optional[int], reason: str, kind: UnmatchedKind
     ) -> None:
+        if self.not_dumped(e, io, index):  # the tensor is not there: why no partner was found does not matter
+            reason, kind = NOT_DUMPED, UnmatchedKind.BY_DESIGN
         self.result.unmatched.append(
             Unmatched(Role.TARGET, self.rank, self.token, e.op_name, e.op_type, io, index,
                       str(e.files[0].path), reason, kind)
@@ -275,6 +300,9 @@ class FxMatcher:
         edges = self._edges(resolved)
         claimed: dict[str, set[tuple[int, Optional[int]]]] = defaultdict(set)
         for k in range(len(e.inputs)):
+            if self.ctx.not_dumped(e, IO.INPUT, k):  # before pairing by shape: it must not claim an FX input
+                self.ctx.by_design(e, IO.INPUT, k, NOT_DUMPED)
+                continue
             if k >= len(edges):
                 self.ctx.no_partner(e, IO.INPUT, k, f"GE input {k} has no data edge in the graph "
                                                     f"({len(edges)} edges)")  # fmt: skip
@@ -347,7 +375,7 @@ class GeMatcher:
         meta = g.tensor(io, index)
         if meta is None:
             return None
-        return TensorRef(g.files, io, index, stored=meta.stored, raw_deleted=g.raw_deleted)
+        return TensorRef(g.files, io, index, stored=meta.stored, raw_deleted=g.raw_deleted, dumped=meta.dumped)
 
     def _positional(self, e: GeExecution, g: GeExecution, io: IO, index: int, target_index: int, notes) -> None:
         ref = self._golden_ref(g, io, index)

@@ -42,7 +42,8 @@ class TensorRef:
     """One tensor of a dump: (io, index[, sub_index]) of one file, or of the FFTS+ slice files of one op.
 
     `stored` is a summary the tensor only exists as (a stats-mode CSV, an appendix min/max file, the daemon's index
-    when the raw file is gone). `has_raw` says whether the raw tensor can be read.
+    when the raw file is gone). `has_raw` says whether the raw tensor can be read. `dumped` is False for a GE tensor
+    the writer skipped (device address 0): it has no data at all.
     """
 
     files: tuple[DumpFile, ...]
@@ -51,6 +52,7 @@ class TensorRef:
     sub_index: Optional[int] = None
     stored: Optional[TensorSummary] = None
     raw_deleted: bool = False
+    dumped: bool = True
 
     @property
     def has_raw(self) -> bool:

@@ -19,12 +19,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Optional, Union
 
 from tcmp import one_blas_thread
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
-from tcmp.schemas.ge_dump import GeDump
+from tcmp.schemas.ge_dump import NOT_DUMPED, GeDump
 from tcmp.schemas.graph import Graph
 from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpDir, DumpFile, FileKind
 from tcmp.schemas.records import IO
@@ -221,7 +222,12 @@ def _small(path: Path) -> bool:
         return False  # gone (its raw data deleted by tcmp watch): nothing to read
 
 
-def _golden_leftover_reason(f: DumpFile, fused_into: dict[str, str]) -> tuple[str, UnmatchedKind]:
+def _golden_leftover_reason(
+    f: DumpFile, fused_into: Mapping[str, str], partner_not_dumped: Mapping[Path, str]
+) -> tuple[str, UnmatchedKind]:
+    partner = partner_not_dumped.get(f.path)
+    if partner is not None:
+        return f"its target tensor {partner} was {NOT_DUMPED}", UnmatchedKind.BY_DESIGN
     fused = fused_into.get(f"{f.op_name}-{f.op_type}") if f.io is not None else fused_into.get(f.op_name)
     if fused is not None:
         why = f"inside fused target op {fused}: GE dumps only the fused op's external inputs and outputs"
@@ -318,7 +324,9 @@ def _plan_unit(unit: _Unit, keep_rows: bool) -> Union[_Plan, _UnitResult]:
         golden_executions = ge_executions(golden.files, stored)
         result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden_executions)
     used = result.used_golden
-    leftovers = _golden_leftovers([f for f in golden.files if f.path not in used], result.fused_into)
+    leftovers = _golden_leftovers(
+        [f for f in golden.files if f.path not in used], result.fused_into, result.partner_not_dumped
+    )
     return _Plan(
         pairs=tuple(result.pairs),
         headers={h.path: h for e in (*executions, *golden_executions) for h in e.headers},
@@ -775,9 +783,13 @@ def _run(
     return result, inputs
 
 
-def _golden_leftovers(files: Iterable[DumpFile], fused_into: Mapping[str, str]) -> list[Unmatched]:
+def _golden_leftovers(
+    files: Iterable[DumpFile],
+    fused_into: Mapping[str, str],
+    partner_not_dumped: Mapping[Path, str] = MappingProxyType({}),
+) -> list[Unmatched]:
     """The golden files of a compared token that no target tensor pairs with, and why."""
-    return [_golden_unmatched(f, *_golden_leftover_reason(f, fused_into)) for f in files]
+    return [_golden_unmatched(f, *_golden_leftover_reason(f, fused_into, partner_not_dumped)) for f in files]
 
 
 def _golden_unmatched(f: DumpFile, why: str, kind: UnmatchedKind) -> Unmatched:

@@ -27,7 +27,7 @@ import numpy as np
 from tcmp.schemas.dtypes import dtype_name, to_float32
 from tcmp.schemas.formats import format_name
 from tcmp.schemas.fx_dump import FxFileName, read_fx_value
-from tcmp.schemas.ge_dump import open_ge_dump
+from tcmp.schemas.ge_dump import NOT_DUMPED, GeTensor, open_ge_dump
 from tcmp.schemas.layout import DumpFile, FileKind
 from tcmp.schemas.records import FileSummary, Summary, TensorKind, TensorSummary
 from tcmp.schemas.stats_files import SummaryTensor, read_fx_min_max_npy, read_ge_min_max_npz, read_stats_csv
@@ -237,11 +237,30 @@ def summarize(array: np.ndarray, *, with_crc: bool = True, engine: Engine = COMP
     return acc.summary(running.value if running is not None else crc)
 
 
+def _not_dumped(tensor: GeTensor) -> TensorSummary:
+    """A tensor the writer skipped: what the header says of it, no summary, and why."""
+    return TensorSummary(
+        io=tensor.io,
+        index=tensor.index,
+        sub_index=None,
+        kind=TensorKind.NOT_DUMPED,
+        dtype=tensor.dtype_name,
+        shape=tensor.nd_shape,
+        summary=None,
+        device_format=tensor.format_name,
+        device_shape=tensor.shape,
+        notes=(NOT_DUMPED,),
+    )
+
+
 def _ge_binary(file: DumpFile, engine: Engine) -> FileSummary:
     with open_ge_dump(file.path) as reader:
         dump = reader.dump
         tensors = []
         for tensor in dump.tensors:
+            if not tensor.dumped:
+                tensors.append(_not_dumped(tensor))
+                continue
             loaded = reader.load(tensor)
             raw = loaded.raw
             summary = (

@@ -23,6 +23,11 @@ class DumpCorrupt(DumpError):
     """The file can never be read: unparsable header, sizes larger than the file, impossible shapes."""
 
 
+class TensorNotDumped(DumpError):
+    """A tensor the writer skipped (device address 0, e.g. an unconnected optional input): its header entry is
+    there, its payload is not. A known state of a complete file, not damage."""
+
+
 class NameParseError(DumpError):
     """A file name that does not follow any known dump naming scheme."""
 

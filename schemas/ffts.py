@@ -42,19 +42,22 @@ class FftsAttr:
 
 @dataclass(frozen=True)
 class SliceFile:
-    """One slice file: its name, header and its tensors already converted to ND."""
+    """One slice file: its name, header and its tensors already converted to ND (None: not dumped, device address
+    0)."""
 
     name: GeFileName
     dump: GeDump
-    inputs: tuple[np.ndarray, ...]
-    outputs: tuple[np.ndarray, ...]
+    inputs: tuple[Optional[np.ndarray], ...]
+    outputs: tuple[Optional[np.ndarray], ...]
 
 
 @dataclass(frozen=True)
 class MergedOp:
+    """The whole op; a tensor some slice did not dump is None."""
+
     op_name: str
-    inputs: tuple[np.ndarray, ...]
-    outputs: tuple[np.ndarray, ...]
+    inputs: tuple[Optional[np.ndarray], ...]
+    outputs: tuple[Optional[np.ndarray], ...]
     notes: tuple[str, ...]
 
 
@@ -147,8 +150,11 @@ def merge_ffts_slices(parts: Sequence[SliceFile]) -> MergedOp:
             return None
         return kind[thread][index]
 
-    outputs = []
+    outputs: list[Optional[np.ndarray]] = []
     for index in range(min(len(p.outputs) for p in ordered)):
+        if any(p.outputs[index] is None for p in ordered):
+            outputs.append(None)
+            continue
         pieces = [_shaped(p.outputs[index], extents(attr.output_slices, t, index)) for t, p in enumerate(ordered)]
         axes = attr.output_cut_axes[index] if index < len(attr.output_cut_axes) else ()
         if not axes:
@@ -160,8 +166,11 @@ def merge_ffts_slices(parts: Sequence[SliceFile]) -> MergedOp:
             notes.append(f"output {index}: slices do not concatenate along axis {axes[0]} ({exc}); slice 0 only")
             outputs.append(pieces[0])
 
-    inputs = []
+    inputs: list[Optional[np.ndarray]] = []
     for index in range(min(len(p.inputs) for p in ordered)):
+        if any(p.inputs[index] is None for p in ordered):
+            inputs.append(None)
+            continue
         per_thread = [extents(attr.input_slices, t, index) for t in range(len(ordered))]
         axis = _input_cut_axis([e for e in per_thread if e is not None]) if all(per_thread) else None
         if axis is None:

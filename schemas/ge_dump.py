@@ -2,11 +2,37 @@
 
     uint64 L | L bytes DumpData protobuf | input payloads | output payloads | buffer payloads | workspace payloads
 
-The header is decoded by protobuf from tcmp's own `dump_data.proto`. A file is complete exactly when
-`8 + L + Σ sizes == file size`: smaller means the runtime is still writing it (DumpIncomplete, retry later),
-larger or an unparsable header means it will never be readable (DumpCorrupt). Nano dumps (magic 0x5A5A5A5A
-after the length) are delegated to `ge_nano`. Payloads are read lazily: only the header is read up front, and
-each tensor is taken from a memory map (or one ranged read for small tensors), never beyond the file's end.
+The header is decoded by protobuf from tcmp's own `dump_data.proto`. Nano dumps (magic 0x5A5A5A5A after the
+length) are delegated to `ge_nano`. Payloads are read lazily: only the header is read up front, and each tensor is
+taken from a memory map (or one ranged read for small tensors), never beyond the file's end.
+
+Completeness. CANN's AICPU writer (`OpDumpTask`: ProcessInputDump, ProcessOutputDump, ProcessOpBufferDump,
+ProcessOpWorkspaceDump) skips a tensor whose device address is 0 (`if (dataAddr == 0U) continue`: an unconnected
+optional input, say): no payload bytes, but its `size` stays in the header. So the payloads a file holds are:
+
+- inputs and outputs: every one with a nonzero `address` (OpInput 8, OpOutput 9) when the header carries
+  addresses, i.e. at least one input or output has a nonzero one; a header without any address (older writers,
+  and proto3 cannot tell them from a header whose every address is 0) holds every tensor's payload, as before.
+  An input/output with address 0 is `GeTensor.dumped = False`: a known state, loading it raises TensorNotDumped;
+- buffers and workspaces: their header entries carry no address, so which were skipped can only be seen from the
+  file size: after the inputs and outputs come the payloads of the buffers and workspaces that were written, in
+  header order (tcmp never reads them).
+
+A file is complete when it is exactly `8 + L + Σ size of the dumped inputs/outputs + R` bytes long, with R the total
+of all buffers and workspaces or of some of them (the others skipped); shorter than that, or with an R no set of
+them adds up to, it is still being written (DumpIncomplete, retry later); longer than with every buffer and
+workspace, or with a header that does not parse, it is corrupt (DumpCorrupt). With no buffers or workspaces (the
+common case) R must be 0, and with all of them written R is their total: both exact.
+
+A file still being written can stop right where some buffers' sizes add up (at the end of the outputs, say), and
+is then taken for complete with those buffers skipped. That is decided on purpose, the other way round would be
+worse: (1) such a file already holds every input and output payload whole — they precede the buffers — and those
+are all tcmp reads, so no summary and no compare can be wrong; (2) the writer sends a file in chunks of its whole
+size up to 128 MiB (DUMP_SLICE_SIZE), cut without regard to tensor boundaries: a smaller file arrives in one write,
+and a larger one, cut short, ends on such a boundary by chance only; (3) if it grows after all, its (inode, size,
+mtime) change: `tcmp watch` reads it again, and `--drop-raw` deletes only files unchanged since they were
+summarized. Calling such lengths "still being written" instead would make every complete file with a skipped
+buffer or workspace wait forever and be recorded as truncated.
 """
 
 from __future__ import annotations
@@ -23,7 +49,7 @@ from google.protobuf.message import DecodeError
 
 from . import MMAP_THRESHOLD, proto
 from .dtypes import PayloadTooShort, bits_per_element, decode_payload, dtype_name
-from .errors import DumpCorrupt, DumpIncomplete
+from .errors import DumpCorrupt, DumpIncomplete, TensorNotDumped
 from .formats import format_name, to_nd
 from .records import IO, Completeness, LoadedTensor
 
@@ -33,6 +59,11 @@ NANO_MAGIC = 0x5A5A5A5A
 MAX_HEADER_BYTES = 64 << 20
 # Payload sizes adding up to more than this are garbage (an overflowed uint64), not a file still being written.
 MAX_PLAUSIBLE_FILE = 1 << 46
+
+# More buffers and workspaces than this with nonzero sizes (none seen in real headers): only "all of them written"
+# completes the file, the sets of skipped ones are not tried (2^n of them).
+MAX_EXTRAS_TRIED = 16
+NOT_DUMPED = "not dumped: device address 0"  # why an undumped tensor has no data, wherever tcmp says so
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -49,7 +80,12 @@ class OriginalOp:
 
 @dataclass(frozen=True)
 class GeTensor:
-    """One input or output described by the header; `offset` is the payload's absolute position in the file."""
+    """One input or output described by the header; `offset` is the payload's absolute position in the file.
+
+    `address` is the device address the writer recorded (0 where the header has none). `dumped` is False for a
+    tensor the writer skipped (address 0 in a header that carries addresses): `size` is what it would have held,
+    the file holds none of it, and `offset` is where the next payload starts.
+    """
 
     io: IO
     index: int
@@ -61,6 +97,8 @@ class GeTensor:
     size: int  # payload bytes
     offset: int
     original_op: Optional[OriginalOp] = None
+    address: int = 0
+    dumped: bool = True
 
     @property
     def numel(self) -> int:
@@ -110,6 +148,11 @@ class GeDump:
         items = self.inputs if io is IO.INPUT else self.outputs
         return items[index]
 
+    @property
+    def not_dumped(self) -> tuple[GeTensor, ...]:
+        """The inputs and outputs the writer skipped (device address 0)."""
+        return tuple(t for t in self.tensors if not t.dumped)
+
 
 @dataclass(frozen=True)
 class _Layout:
@@ -142,50 +185,90 @@ def _read_prefix(handle, path: Path, file_size: int) -> tuple[int, bytes]:
 
 
 def _check_total(path: Path, header_length: int, sizes: list[int], file_size: int) -> None:
-    expected = LENGTH_PREFIX.size + header_length + sum(sizes)
+    """Every payload of `sizes` is in the file (nano dumps, which have no buffers, workspaces or addresses)."""
+    check_size(path, header_length, sum(sizes), (), file_size)
+
+
+def _is_some_total(sizes: list[int], wanted: int) -> bool:
+    """Do some of `sizes` add up to `wanted` (the buffers and workspaces written, the others skipped)?"""
+    sums = {0}
+    for size in sizes:
+        sums |= {s + size for s in sums if s + size <= wanted}
+        if wanted in sums:
+            return True
+    return wanted in sums
+
+
+def check_size(path: Path, header_length: int, io_bytes: int, extras: tuple[int, ...], file_size: int) -> None:
+    """The completeness rule of the module docstring: `io_bytes` = the payloads of the dumped inputs and outputs,
+    `extras` = the sizes of the buffers and workspaces (any of which may have been skipped)."""
+    io_end = LENGTH_PREFIX.size + header_length + io_bytes
+    extra_total = sum(extras)
+    expected = io_end + extra_total
     if expected > MAX_PLAUSIBLE_FILE:
         raise DumpCorrupt(path, f"payload sizes add up to {expected} bytes: the header is garbage")
-    if expected > file_size:
-        raise DumpIncomplete(
-            path,
-            f"file has {file_size} bytes but its header promises {expected} "
-            f"(8 + {header_length} header + {sum(sizes)} payload): still being written, or cut short",
-        )
+    described = f"8 + {header_length} header + {io_bytes + extra_total} payload"
     if expected < file_size:
         raise DumpCorrupt(
-            path,
-            f"file has {file_size} bytes, {file_size - expected} more than its header accounts for "
-            f"(8 + {header_length} header + {sum(sizes)} payload)",
+            path, f"file has {file_size} bytes, {file_size - expected} more than its header accounts for ({described})"
         )
+    if expected == file_size:
+        return
+    if not extras:
+        raise DumpIncomplete(
+            path,
+            f"file has {file_size} bytes but its header promises {expected} ({described}): still being written, "
+            "or cut short",
+        )
+    if io_end > file_size:
+        raise DumpIncomplete(
+            path,
+            f"file has {file_size} bytes but its inputs and outputs end at byte {io_end} (8 + {header_length} header "
+            f"+ {io_bytes} payload): still being written, or cut short",
+        )
+    written = [size for size in extras if size]
+    rest = file_size - io_end
+    if len(written) <= MAX_EXTRAS_TRIED and _is_some_total(written, rest):
+        return  # the buffers/workspaces not written had address 0
+    raise DumpIncomplete(
+        path,
+        f"file has {file_size} bytes: the {rest} bytes after its inputs and outputs are the payloads of no set of "
+        f"its {len(extras)} buffers and workspaces ({extra_total} bytes with all written): still being written, or "
+        "cut short",
+    )
 
 
-def _tensors_from_header(message, header_length: int) -> tuple[tuple[GeTensor, ...], tuple[GeTensor, ...]]:
-    offset = LENGTH_PREFIX.size + header_length
+def _tensors_from_header(message, header_length: int) -> tuple[tuple[GeTensor, ...], tuple[GeTensor, ...], int]:
+    """The inputs and outputs, and the bytes of their payloads in the file."""
+    start = offset = LENGTH_PREFIX.size + header_length
+    # proto3 leaves address 0 off the wire: without a single nonzero one the header may come from a writer that
+    # never filled addresses, and every payload is there
+    addressed = any(item.address for item in message.input) or any(item.address for item in message.output)
     inputs = []
     for i, item in enumerate(message.input):  # payload order is inputs first (writer: DoDumpTensor)
-        size = item.size
+        size, dumped = item.size, not addressed or item.address != 0
         inputs.append(
             GeTensor(
                 IO.INPUT, i, item.data_type, item.format, item.sub_format, tuple(item.shape.dim),
-                tuple(item.original_shape.dim), size, offset,
+                tuple(item.original_shape.dim), size, offset, None, item.address, dumped,
             )
         )  # fmt: skip
-        offset += size
+        offset += size if dumped else 0
     outputs = []
     for i, item in enumerate(message.output):
         original = None
         if item.HasField("original_op") and item.original_op.name:
             op = item.original_op
             original = OriginalOp(op.name, op.output_index, op.data_type, op.format)
-        size = item.size
+        size, dumped = item.size, not addressed or item.address != 0
         outputs.append(
             GeTensor(
                 IO.OUTPUT, i, item.data_type, item.format, item.sub_format, tuple(item.shape.dim),
-                tuple(item.original_shape.dim), size, offset, original,
+                tuple(item.original_shape.dim), size, offset, original, item.address, dumped,
             )
         )  # fmt: skip
-        offset += size
-    return tuple(inputs), tuple(outputs)
+        offset += size if dumped else 0
+    return tuple(inputs), tuple(outputs), offset - start
 
 
 def read_ge_dump(path: PathLike) -> GeDump:
@@ -211,11 +294,10 @@ def read_ge_dump(path: PathLike) -> GeDump:
         message = proto.DumpData.FromString(header)
     except (DecodeError, RuntimeError, ValueError) as exc:  # upb raises DecodeError; older backends vary
         raise DumpCorrupt(path, f"header ({header_length} bytes) is not a DumpData protobuf: {exc}") from exc
-    inputs, outputs = _tensors_from_header(message, header_length)
+    inputs, outputs, io_bytes = _tensors_from_header(message, header_length)
     buffer_sizes = tuple(b.size for b in message.buffer)
     workspace_sizes = tuple(s.size for s in message.space)
-    sizes = [t.size for t in inputs] + [t.size for t in outputs] + [*buffer_sizes, *workspace_sizes]
-    _check_total(path, header_length, sizes, file_size)
+    check_size(path, header_length, io_bytes, buffer_sizes + workspace_sizes, file_size)
     return GeDump(
         path=path,
         op_name=message.op_name,
@@ -266,6 +348,8 @@ class GeDumpReader:
         self._bytes = None
 
     def _payload(self, tensor: GeTensor) -> Union[memoryview, bytes]:
+        if not tensor.dumped:
+            raise TensorNotDumped(self.dump.path, f"{tensor.io.value} {tensor.index}: {NOT_DUMPED} (no payload)")
         if tensor.size == 0:
             return b""
         if self.dump.file_size < MMAP_THRESHOLD:  # a small file: its payloads are read in one go, once
@@ -290,7 +374,8 @@ class GeDumpReader:
     def load(self, tensor: GeTensor, *, nd: bool = True) -> LoadedTensor:
         """Decode one tensor and (with `nd`) convert its device format to ND.
 
-        Never raises for an odd dtype or format: those come back flat or as raw bytes, with notes.
+        Never raises for an odd dtype or format: those come back flat or as raw bytes, with notes. Raises
+        TensorNotDumped for a tensor the writer skipped (`dumped` False): there is nothing to decode.
         """
         notes: list[str] = []
         numel = tensor.numel

@@ -2,7 +2,8 @@
 
 Each GE dump tensor becomes `{dump file name}.{input|output}.{i}.npy` in ND layout. Dtypes numpy has no native
 type for (bf16, float8, HiFloat8, E8M0, int4/int2/uint2/uint1) are written as float32, exactly widened;
-undecodable payloads as their raw bytes (uint8), with a note. `--info` describes every tensor as one JSON object
+undecodable payloads as their raw bytes (uint8), with a note. A tensor the writer did not dump (device address 0)
+has no `.npy`: its description says `"dumped": false` and why. `--info` describes every tensor as one JSON object
 without reading payloads.
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from .dtypes import DataType, to_float32
 from .errors import DumpError, describe
-from .ge_dump import GeDump, GeTensor, open_ge_dump, read_ge_dump
+from .ge_dump import NOT_DUMPED, GeDump, GeTensor, open_ge_dump, read_ge_dump
 from .ge_names import parse_ge_file_name
 from .layout import FileKind, classify_name
 
@@ -50,6 +51,7 @@ class TensorInfo:
     original_op: Optional[tuple[str, int]]
     output: Optional[str] = None  # the .npy written, when converting
     notes: tuple[str, ...] = ()
+    dumped: bool = True  # False: the writer skipped it (device address 0); the file holds no data for it
 
     def to_json(self) -> str:
         return json.dumps(
@@ -68,6 +70,7 @@ class TensorInfo:
                 if self.original_op is None
                 else {"name": self.original_op[0], "output_index": self.original_op[1]},
                 "output": self.output,
+                "dumped": self.dumped,
                 "notes": list(self.notes),
             },
             ensure_ascii=False,
@@ -80,6 +83,10 @@ class ParsedFile:
     tensors: tuple[TensorInfo, ...]
     error: Optional[str] = None
 
+    @property
+    def not_dumped(self) -> tuple[TensorInfo, ...]:
+        return tuple(t for t in self.tensors if not t.dumped)
+
 
 def _op_type(path: Path) -> Optional[str]:
     try:
@@ -90,6 +97,8 @@ def _op_type(path: Path) -> Optional[str]:
 
 def _info(path: Path, dump: GeDump, tensor: GeTensor, output: Optional[str] = None, notes=()) -> TensorInfo:
     original = tensor.original_op
+    if not tensor.dumped:
+        notes = (NOT_DUMPED, *notes)
     return TensorInfo(
         file=str(path),
         op=dump.op_name,
@@ -104,6 +113,7 @@ def _info(path: Path, dump: GeDump, tensor: GeTensor, output: Optional[str] = No
         original_op=None if original is None else (original.name, original.output_index),
         output=output,
         notes=tuple(notes),
+        dumped=tensor.dumped,
     )
 
 
@@ -123,6 +133,9 @@ def parse_file(path: Path, output_dir: Optional[Path] = None) -> ParsedFile:
         infos = []
         with open_ge_dump(path) as reader:
             for tensor in reader.dump.tensors:
+                if not tensor.dumped:  # nothing to write; the description says so
+                    infos.append(_info(path, reader.dump, tensor))
+                    continue
                 loaded = reader.load(tensor)
                 target = output_dir / f"{path.name}.{tensor.io.value}.{tensor.index}.npy"
                 array = loaded.array if loaded.raw else _storable(loaded.array, tensor.data_type)

@@ -74,6 +74,7 @@ class TensorKind(str, enum.Enum):
     STRING = "string"
     OBJECT = "object"
     RAW = "raw"  # a GE payload without numeric decoding: only its CRC means something
+    NOT_DUMPED = "not_dumped"  # a GE tensor the writer skipped (device address 0): described, no data
     MIN_MAX = "min_max"  # appendix convert-to-min/max files: min and max only
     STATS = "stats"  # GE stats-mode CSV: min, max, mean, NaN/inf counts
 

@@ -122,6 +122,9 @@ def parse(
             for tensor in result.tensors:
                 if info:
                     out.print(tensor.to_json(), markup=False, emoji=False)  # JSON verbatim: names may hold [..] or :x:
+            for tensor in result.not_dumped if target is not None else ():  # every other tensor was written
+                why = f"{tensor.io} {tensor.index} {tensor.notes[0]}, no .npy written"
+                err.print(f"{escape(str(path))}: {why}", highlight=False, soft_wrap=True)
     if target is not None:
         err.print(f"{len(files) - failed} of {len(files)} files converted into {target}", highlight=False)
     if failed:

@@ -24,7 +24,7 @@ from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_
 DT = DataType
 TS = 1764400000000000
 INFO_FIELDS = {"file", "op", "op_type", "io", "index", "dtype", "format", "device_shape", "shape", "size",
-               "original_op", "output", "notes"}  # fmt: skip
+               "original_op", "output", "dumped", "notes"}  # fmt: skip
 ITEMSIZE = {"DT_FLOAT16": 2, "DT_FLOAT": 4, "DT_BF16": 2, "DT_INT32": 4}
 
 
@@ -191,6 +191,45 @@ def test_bad_files_get_one_line_each_and_the_rest_converts(cli, tmp_path):
     converted = {p.name.split(".output.")[0].split(".input.")[0] for p in out.iterdir()}
     assert converted == {o.paths[0].name for o in good}
     assert f"{len(good)} of {len(scenario.target_ops)} files converted" in result.stderr
+
+
+def test_tensors_not_dumped_are_marked_and_the_others_converted(cli, tmp_path):
+    """A MatMul whose bias (input 2) and second output the writer skipped (device address 0: size in the header, no
+    payload): --info marks them, -o writes the other tensors exactly and says which were not dumped."""
+    x1, x2 = np.arange(12, dtype=np.float64).reshape(3, 4) / 4, np.arange(8, dtype=np.float64).reshape(4, 2) - 3
+    y = x1 @ x2  # exact in float32: multiples of 1/4 well below 2^24
+    bias = np.zeros(2)
+    inputs = [TensorSpec(x1, DT.DT_FLOAT), TensorSpec(x2, DT.DT_FLOAT), TensorSpec(bias, DT.DT_FLOAT, dumped=False)]
+    outputs = [TensorSpec(y, DT.DT_FLOAT), TensorSpec(y, DT.DT_FLOAT16, dumped=False)]
+    path = tmp_path / "dump" / f"MatMulV2.mm.2.2.{TS}"
+    write_ge_dump(path, "mm", inputs, outputs, dump_time=TS)
+    info = cli("parse", "--info", path, catch_exceptions=False)
+    assert info.exit_code == 0, info.output
+    rows = json_lines(info.stdout)
+    assert all(set(row) == INFO_FIELDS for row in rows)
+    assert [(r["io"], r["index"], r["dumped"]) for r in rows] == [
+        ("input", 0, True), ("input", 1, True), ("input", 2, False), ("output", 0, True), ("output", 1, False)
+    ]  # fmt: skip
+    skipped = [r for r in rows if not r["dumped"]]
+    assert [(r["size"], r["shape"], r["notes"]) for r in skipped] == [
+        (8, [2], ["not dumped: device address 0"]), (12, [3, 2], ["not dumped: device address 0"])
+    ]  # fmt: skip
+    assert all(r["notes"] == [] for r in rows if r["dumped"])
+    out = tmp_path / "out"
+    result = cli("parse", path, "-o", out, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{path.name}.{name}.npy" for name in ("input.0", "input.1", "output.0")
+    )
+    for name, want in (("input.0", x1), ("input.1", x2), ("output.0", y)):
+        array = np.load(out / f"{path.name}.{name}.npy")
+        assert array.dtype == np.float32 and np.array_equal(array, want)
+    lines = [line for line in result.stderr.splitlines() if "not dumped" in line]
+    assert lines == [
+        f"{path}: input 2 not dumped: device address 0, no .npy written",
+        f"{path}: output 1 not dumped: device address 0, no .npy written",
+    ]
+    assert "1 of 1 files converted" in result.stderr
 
 
 @pytest.mark.parametrize("kind", ["under_a_file", "read_only_filesystem"])

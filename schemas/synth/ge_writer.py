@@ -4,6 +4,11 @@ A tensor is given by its logical values, dtype and device format; the writer pac
 (`pack`, written from the spec's forward index maps), encodes the payload (`dtype_encode`), builds the
 DumpData header with protobuf and writes `uint64 L | header | inputs | outputs | buffers | workspaces`. It
 returns what a correct reader must give back: the exact ND values after rounding to the dtype.
+
+As CANN's AICPU writer (`OpDumpTask`) does, every input and output carries a device address in the header
+(`addresses=False` writes headers without any, as older writers did), and a tensor, buffer or workspace that is not
+dumped (device address 0: `TensorSpec(dumped=False)`, `NotDumped(size)`) keeps its size in the header but has no
+payload bytes; proto3 leaves its address 0 off the wire.
 """
 
 from __future__ import annotations
@@ -11,9 +16,9 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
@@ -37,6 +42,23 @@ class TensorSpec:
     layout: Optional[int] = None  # logical layout for the conv formats (see pack)
     original_op: Optional[tuple[str, int]] = None  # outputs only: (pre-fusion op name, its output index)
     write_original_shape: bool = True
+    dumped: bool = True  # False: address 0 in the header, size kept, no payload (an unconnected optional input)
+    address: Optional[int] = None  # device address to record; None: the next one of a realistic allocation
+
+
+@dataclass(frozen=True)
+class NotDumped:
+    """A buffer or workspace the writer skipped (device address 0): its size is in the header, its bytes are not."""
+
+    size: int
+
+
+Extra = Union[bytes, NotDumped]  # a buffer's or workspace's payload, or its absence
+
+# Where the synthetic tensors lie in device memory: HBM addresses as Ascend runtimes hand them out (48-bit,
+# 512-byte aligned blocks).
+DEVICE_BASE = 0x12C0_4000_0000
+DEVICE_ALIGN = 512
 
 
 @dataclass(frozen=True)
@@ -51,6 +73,8 @@ class WrittenTensor:
     device_shape: tuple[int, ...]
     original_shape: tuple[int, ...]
     size: int
+    dumped: bool = True  # False: no payload in the file (the reader must not return `expected`)
+    address: int = 0  # the device address in the header (0: not dumped, or a header without addresses)
 
 
 @dataclass(frozen=True)
@@ -88,8 +112,32 @@ def _encode(spec: TensorSpec, io: IO, index: int) -> _Encoded:
         device_shape=tuple(packed.device_shape),
         original_shape=tuple(packed.original_shape) if spec.write_original_shape else (),
         size=len(device.payload),
+        dumped=spec.dumped,
     )
-    return _Encoded(device.payload, written, packed.sub_format)
+    return _Encoded(device.payload if spec.dumped else b"", written, packed.sub_format)
+
+
+def _addresses(specs: Sequence[TensorSpec], sizes: Sequence[int]) -> list[int]:
+    """Each tensor's device address: its own, else the aligned block after the previous tensors' (0 when it is not
+    dumped: that is what makes the writer skip it)."""
+    found, cursor = [], DEVICE_BASE
+    for spec, size in zip(specs, sizes):
+        address = spec.address if spec.address is not None else cursor
+        found.append(address if spec.dumped else 0)
+        cursor = max(cursor, (address + size + DEVICE_ALIGN - 1) // DEVICE_ALIGN * DEVICE_ALIGN + DEVICE_ALIGN)
+    return found
+
+
+def _addressed(encoded: _Encoded, address: int) -> _Encoded:
+    return replace(encoded, written=replace(encoded.written, address=address))
+
+
+def _extra_size(extra: Extra) -> int:
+    return extra.size if isinstance(extra, NotDumped) else len(extra)
+
+
+def _extra_payload(extra: Extra) -> bytes:
+    return b"" if isinstance(extra, NotDumped) else extra
 
 
 def encode_ge_dump(
@@ -99,35 +147,44 @@ def encode_ge_dump(
     *,
     dump_time: int,
     attrs: Sequence[tuple[str, str]] = (),
-    buffers: Sequence[bytes] = (),
-    workspaces: Sequence[bytes] = (),
+    buffers: Sequence[Extra] = (),
+    workspaces: Sequence[Extra] = (),
     version: str = "2.0",
+    addresses: bool = True,
 ) -> tuple[bytes, tuple[WrittenTensor, ...], tuple[WrittenTensor, ...]]:
     """The bytes of one big-dump file and what was written."""
+    if not addresses and not all(s.dumped for s in (*inputs, *outputs)):
+        raise ValueError("a tensor that is not dumped needs a header with addresses (its address 0 says so)")
     enc_in = [_encode(s, IO.INPUT, i) for i, s in enumerate(inputs)]
     enc_out = [_encode(s, IO.OUTPUT, i) for i, s in enumerate(outputs)]
+    if addresses:
+        where = iter(_addresses([*inputs, *outputs], [e.written.size for e in (*enc_in, *enc_out)]))
+        enc_in, enc_out = ([_addressed(e, next(where)) for e in part] for part in (enc_in, enc_out))
     header = proto.DumpData(version=version, dump_time=dump_time, op_name=op_name)
     for e in enc_in:
         item = header.input.add(data_type=e.written.dtype, format=e.written.format, size=e.written.size)
         item.shape.dim.extend(e.written.device_shape)
         item.original_shape.dim.extend(e.written.original_shape)
         item.sub_format = e.sub_format
+        item.address = e.written.address
     for e, spec in zip(enc_out, outputs):
         item = header.output.add(data_type=e.written.dtype, format=e.written.format, size=e.written.size)
         item.shape.dim.extend(e.written.device_shape)
         item.original_shape.dim.extend(e.written.original_shape)
         item.sub_format = e.sub_format
+        item.address = e.written.address
         if spec.original_op is not None:
             item.original_op.name, item.original_op.output_index = spec.original_op
-    for data in buffers:
-        header.buffer.add(size=len(data))
-    for data in workspaces:
-        header.space.add(size=len(data))
+    for extra in buffers:
+        header.buffer.add(size=_extra_size(extra))
+    for extra in workspaces:
+        header.space.add(size=_extra_size(extra))
     for name, value in attrs:
         header.attr.add(name=name, value=value)
     blob = header.SerializeToString()
     parts = [struct.pack("<Q", len(blob)), blob]
-    parts += [e.payload for e in enc_in] + [e.payload for e in enc_out] + list(buffers) + list(workspaces)
+    parts += [e.payload for e in enc_in] + [e.payload for e in enc_out]
+    parts += [_extra_payload(extra) for extra in (*buffers, *workspaces)]
     return b"".join(parts), tuple(e.written for e in enc_in), tuple(e.written for e in enc_out)
 
 
@@ -139,12 +196,14 @@ def write_ge_dump(
     *,
     dump_time: int,
     attrs: Sequence[tuple[str, str]] = (),
-    buffers: Sequence[bytes] = (),
-    workspaces: Sequence[bytes] = (),
+    buffers: Sequence[Extra] = (),
+    workspaces: Sequence[Extra] = (),
+    addresses: bool = True,
 ) -> WrittenDump:
     data, written_in, written_out = encode_ge_dump(
-        op_name, inputs, outputs, dump_time=dump_time, attrs=attrs, buffers=buffers, workspaces=workspaces
-    )
+        op_name, inputs, outputs, dump_time=dump_time, attrs=attrs, buffers=buffers, workspaces=workspaces,
+        addresses=addresses,
+    )  # fmt: skip
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)

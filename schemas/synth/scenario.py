@@ -72,6 +72,18 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class Undumped:
+    """A tensor of GE op `op` that the writer skips (device address 0: its size in the header, no payload), as CANN
+    does for an unconnected optional input; in the target dump, the fusion-off dump, or both."""
+
+    op: str
+    io: IO
+    index: int
+    target: bool = True
+    golden: bool = False
+
+
+@dataclass(frozen=True)
 class ScenarioConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     seed: int = 0
@@ -87,6 +99,7 @@ class ScenarioConfig:
     noise: float = 0.0
     ffts_ops: tuple[str, ...] = ()  # target ops written as two FFTS+ slice files (automatic mode)
     capture_names: bool = False  # adump capture-mode file names (6 fields) instead of the GE 5-field form
+    undumped: tuple[Undumped, ...] = ()
     # How torchair named the graph files: by default the form of the FX era's time (graph_names); and where it
     # wrote them, relative to the scenario root (torchair's graph_dump.path), None: in the GE dump root.
     graph_name_form: Optional[GraphNameForm] = None
@@ -116,6 +129,7 @@ class TargetOp:
     members: tuple[str, ...] = ()  # fused ops: the member op names
     inserted: bool = False  # GE-inserted op (TransData / Cast without FX counterpart)
     inner: bool = False  # inner op of a multi-op expansion (its outputs have no FX tensor)
+    undumped: tuple[tuple[IO, int], ...] = ()  # its tensors written without data (device address 0)
 
 
 @dataclass(frozen=True)
@@ -332,6 +346,9 @@ class _GeWriter:
                     self._spec(source, layout, ref, execution, original, local)
                     for ref, original in zip(op.outputs, op.original_ops)
                 ]
+                skipped = self._undumped(op.name)
+                inputs = [replace(t, dumped=False) if (IO.INPUT, i) in skipped else t for i, t in enumerate(inputs)]
+                outputs = [replace(t, dumped=False) if (IO.OUTPUT, j) in skipped else t for j, t in enumerate(outputs)]
                 if self.is_target and op.name in self.config.ffts_ops:
                     paths = self._write_ffts(directory, op, inputs, outputs, ts, task)
                 else:
@@ -344,8 +361,13 @@ class _GeWriter:
                     self.records.append(
                         TargetOp(rank, token, graph_number, op.name, op.type, execution, paths,
                                  fault.kind if fault else None, op.members,
-                                 inserted=op.kind is OpKind.INSERTED, inner=op.kind is OpKind.INNER)
+                                 inserted=op.kind is OpKind.INSERTED, inner=op.kind is OpKind.INNER,
+                                 undumped=tuple(sorted(skipped)))
                     )  # fmt: skip
+
+    def _undumped(self, op_name: str) -> set[tuple[IO, int]]:
+        wanted = [u for u in self.config.undumped if u.op == op_name]
+        return {(u.io, u.index) for u in wanted if (u.target if self.is_target else u.golden)}
 
     def _spec(
         self,
@@ -504,6 +526,7 @@ __all__ = [
     "Scenario",
     "ScenarioConfig",
     "TargetOp",
+    "Undumped",
     "sanitize",
     "write_scenario",
 ]

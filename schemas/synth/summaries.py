@@ -42,7 +42,7 @@ def to_appendix_min_max(root: Path) -> int:
                 with open_ge_dump(f.path) as reader:
                     parts = (("inputs", reader.dump.inputs), ("outputs", reader.dump.outputs))
                     rows = {io: [_min_max(reader.load(t).array) for t in items] for io, items in parts}
-            except DumpError:  # a damaged file stays as it is, as with the script
+            except DumpError:  # a damaged file (or one with a tensor not dumped) stays as it is, as with the script
                 continue
             np.savez(str(f.path) + "_min_max.npz", **{k: np.array(v, dtype=np.float64) for k, v in rows.items()})
         else:
@@ -62,11 +62,15 @@ def to_stats_csv(root: Path) -> int:
             with open_ge_dump(f.path) as reader:
                 lines = []
                 for t in reader.dump.tensors:
+                    described = [t.io.value.capitalize(), t.index, t.size, t.dtype_name, t.format_name,
+                                 "[" + ",".join(map(str, t.nd_shape)) + "]"]  # fmt: skip
+                    if not t.dumped:  # the runtime leaves the statistics of a device address 0 empty
+                        lines.append(described + [""] * 7)
+                        continue
                     values = to_float32(np.asarray(reader.load(t).array)).astype(np.float64).reshape(-1)
                     finite = values[np.isfinite(values)]
                     lines.append([
-                        t.io.value.capitalize(), t.index, t.size, t.dtype_name, t.format_name,
-                        "[" + ",".join(map(str, t.nd_shape)) + "]",
+                        *described,
                         repr(float(finite.max())) if finite.size else "nan",
                         repr(float(finite.min())) if finite.size else "nan",
                         repr(float(finite.mean())) if finite.size else "nan",

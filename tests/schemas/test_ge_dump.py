@@ -230,9 +230,16 @@ def test_truncation_at_every_region_boundary(tmp_path):
         boundaries |= {offset + 1, offset + size - 1, offset + size}
         offset += size
     assert offset == len(data)
+    io_end = len(data) - 5 - 3
+    # cut where the buffer and workspace, or the workspace alone, would end had the writer skipped them (device
+    # address 0, which their headers cannot show): taken for complete, by the rule ge_dump's docstring explains
+    skipped = {io_end, io_end + 5}
     for cut in sorted(b for b in boundaries if b < len(data)):
         path = tmp_path / f"cut_{cut}"
         path.write_bytes(data[:cut])
+        if cut in skipped:
+            assert ge_dump_completeness(path) == (Completeness.COMPLETE, ""), cut
+            continue
         with pytest.raises(DumpIncomplete) as info:
             read_ge_dump(path)
         assert info.value.message and ge_dump_completeness(path)[0] is Completeness.INCOMPLETE, cut
