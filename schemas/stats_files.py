@@ -230,7 +230,7 @@ def _row(header: _Header, row: Sequence[str], line: int, path: Path) -> SummaryT
         for name, field in _COUNT_COLUMNS.items():
             counts[field] = _count(cells[name]) if name in cells else None
     except _BadCell as exc:
-        position = columns.index(name) + 1
+        position = len(columns) - columns[::-1].index(name)  # the cell read: the last of a name given twice
         raise DumpCorrupt(
             path, f"line {line}, column {position} ({name!r}): {cells[name].strip()[:40]!r} is {exc.what}"
         ) from None
