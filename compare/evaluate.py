@@ -282,6 +282,10 @@ def _stats(loaded: Optional[Loaded]) -> TensorStats:
     )
 
 
+def _has_statistics(summary: Optional[Summary]) -> bool:
+    return summary is not None and any(v is not None for v in (summary.max, summary.min, summary.mean, summary.l2norm))
+
+
 def _nan_inf(summary: Optional[Summary]) -> Optional[bool]:
     if summary is None or summary.nan_count is None:
         return None
@@ -313,11 +317,16 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
             judgement = judge_tensor(tensor, thresholds)
             one_side = tensor.nan_inf_mismatch and _nan_inf(npu.summary) != _nan_inf(bench.summary)
         elif mode is Mode.STATISTICS:
-            statistics = statistics_metrics(npu.summary, bench.summary)
-            messages += statistics.messages
-            b = bench.summary
-            judgement = judge_statistics(statistics, b.max, b.min, b.l2norm, thresholds)
-            one_side = statistics.nan_inf_one_side
+            empty = [side for side, x in (("NPU", npu), ("bench", bench)) if not _has_statistics(x.summary)]
+            if empty:  # nothing measured (a stats CSV's empty or NA cells): neither PASS nor FAIL
+                messages.append(f"{' and '.join(empty)}: no statistics recorded (a stats CSV's empty or NA cells)")
+                judgement = Judgement(Result.NA, False)
+            else:
+                statistics = statistics_metrics(npu.summary, bench.summary)
+                messages += statistics.messages
+                b = bench.summary
+                judgement = judge_statistics(statistics, b.max, b.min, b.l2norm, thresholds)
+                one_side = statistics.nan_inf_one_side
             if _shapes_differ(npu.shape, bench.shape):
                 messages.append(f"Shape of NPU {list(npu.shape)} and bench {list(bench.shape)} tensor do not match.")
                 judgement = Judgement(Result.FAIL, False)

@@ -326,6 +326,12 @@ class FxMatcher:
                                                 "has no FX node to take the input from")  # fmt: skip
             return
         meta = e.tensor(IO.INPUT, k)
+        stored = meta.stored if meta is not None else None
+        if meta is not None and meta.shape is None and stored is not None and stored.device_shape is not None:
+            self.ctx.no_partner(e, IO.INPUT, k, f"producer {edge.producer} has no FX tensor, and a stats CSV gives "
+                                f"only the {stored.device_format} device shape {list(stored.device_shape)}: no ND "
+                                "shape to pair it by")  # fmt: skip
+            return
         want = squeezed(meta.shape) if meta is not None and meta.shape is not None else None
         for i, j, file in call.inputs:
             if (i, j) in claimed[key]:

@@ -387,10 +387,14 @@ def _stat_diff(n: Optional[float], b: Optional[float]) -> StatDiff:
 
 
 def _has_special(summary: Summary) -> Optional[bool]:
+    """NaN or inf in the tensor; None when the summary cannot tell. A count a source does not carry (a stats CSV
+    without the inf columns) is read from min/max, which show infinities."""
+    values = [v for v in (summary.min, summary.max) if v is not None]
+    if summary.nan_count or summary.inf_count or any(not math.isfinite(v) for v in values):
+        return True
     if summary.nan_count is None and summary.inf_count is None:
-        values = [v for v in (summary.min, summary.max) if v is not None]
-        return any(not math.isfinite(v) for v in values) if values else None
-    return bool(summary.nan_count or summary.inf_count)
+        return False if values else None
+    return False if summary.inf_count is not None or len(values) == 2 else None
 
 
 def statistics_metrics(npu: Summary, bench: Summary) -> StatisticsMetrics:
@@ -401,7 +405,7 @@ def statistics_metrics(npu: Summary, bench: Summary) -> StatisticsMetrics:
         side = "NPU" if n_special else "bench"
         messages.append(f"NaN/inf in the {side} tensor only.")
     if npu.l2norm is None or bench.l2norm is None:
-        messages.append("No mean/L2 norm on one side (summary holds min and max only).")
+        messages.append("No L2 norm on one side (its summary-only source does not carry one).")
     return StatisticsMetrics(
         max=_stat_diff(npu.max, bench.max),
         min=_stat_diff(npu.min, bench.min),

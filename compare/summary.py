@@ -25,7 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from tcmp.schemas.dtypes import dtype_name, to_float32
-from tcmp.schemas.formats import format_name
+from tcmp.schemas.formats import PLAIN_FORMATS, format_name
 from tcmp.schemas.fx_dump import FxFileName, read_fx_value
 from tcmp.schemas.ge_dump import NOT_DUMPED, GeTensor, open_ge_dump
 from tcmp.schemas.layout import DumpFile, FileKind
@@ -286,15 +286,18 @@ def _ge_binary(file: DumpFile, engine: Engine) -> FileSummary:
 
 
 def _from_summary_tensor(item: SummaryTensor, kind: TensorKind) -> TensorSummary:
+    # a stats CSV's Shape is the dump header's device shape: the ND shape only where the format is a plain layout
+    device_layout = item.format is not None and item.format not in PLAIN_FORMATS
     return TensorSummary(
         io=item.io,
         index=item.index,
         sub_index=None,
         kind=kind,
         dtype=dtype_name(item.dtype) if item.dtype is not None else None,
-        shape=item.shape,
+        shape=None if device_layout else item.shape,
         summary=item.summary,
         device_format=format_name(item.format) if item.format is not None else None,
+        device_shape=item.shape if device_layout else None,
     )
 
 

@@ -1,21 +1,34 @@
 """Dump files that hold summaries instead of tensors.
 
-- GE stats mode (`dump_config.dump_data = "stats"`): a CSV per op named `<dump file name>.csv` with the columns
-  `Input/Output,Index,Data Size,Data Type,Format,Shape,Max Value,Min Value,Avg Value,Count,Nan Count,
-  Negative Inf Count,Positive Inf Count` (spec/dump-formats.md §1.1).
+- GE stats mode (`dump_config.dump_data = "stats"`): a CSV per op named `<dump file name>.csv`, as two CANN
+  writers produce it (spec/dump-formats.md §1.1, §8.1; hicann/runtime):
+  - the AICPU writer (`OpDumpTask::ProcessDumpStats`, dump_task.cpp): always the 13 columns of `STATS_COLUMNS`;
+    `-` for an unknown data type or format and for a shape without dims; seven empty statistic cells for a tensor
+    whose address is 0 or whose dtype it cannot summarize (bf16 among them);
+  - the adump writer (`AdxDumpRecord::GenerateFileData`, adx_dump_record.cpp): the six leading columns, then the
+    statistics selected in the dump config (`SELECTABLE_STATISTICS`, in that order) with `Count` first, except for
+    the default selection, whose header is the 13 columns above; `UNKNOW` for an unknown data type or format, `NA`
+    for a shape of more than 25 dims and for every statistic of a tensor the device could not summarize. Its slip:
+    `compatible_` is never reset, so once a process has written the default selection, the header of any other
+    keeps its leading `Count` while the rows leave that cell out (and, with `Nan Count` selected, put the count
+    before it, where the header names `Count` a second time): rows one cell shorter than the header. Its rows of
+    `NA` omit the leading count, or place it at the fourth statistic, so they can be one or two cells short.
+    It writes the header again when its memory of the last ten file names has lost this file.
 - The msprobe appendix "convert to min/max" script (spec §6): `<GE dump file>_min_max.npz` with arrays
   `inputs`/`outputs` of shape (n, 2), and `<FX file stem>_min_max.npy` of shape (2,).
 
-All of them become `Summary` records; values the source does not carry stay None.
+All of them become `Summary` records; values the source does not carry stay None. The readers raise DumpIncomplete
+(still being written) or DumpCorrupt (never readable), nothing else.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
-import math
+import io
 import re
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -28,11 +41,25 @@ from .formats import Format
 from .fx_dump import read_fx_value
 from .records import IO, Summary
 
+BASE_COLUMNS = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape")
 STATS_COLUMNS = (
-    "Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value", "Avg Value",
-    "Count", "Nan Count", "Negative Inf Count", "Positive Inf Count",
+    *BASE_COLUMNS, "Max Value", "Min Value", "Avg Value", "Count", "Nan Count", "Negative Inf Count",
+    "Positive Inf Count",
 )  # fmt: skip
-_INT = re.compile(r"-?\d+")
+# adump's STATS_ITEM_MAP, in its order; the dump config names them Max, Min, Avg, Nan, Negative Inf, Positive Inf,
+# L2norm. Its header puts "Count" before them (or, for exactly the first six, before "Nan Count").
+SELECTABLE_STATISTICS = (
+    "Max Value", "Min Value", "Avg Value", "Nan Count", "Negative Inf Count", "Positive Inf Count", "l2norm",
+)  # fmt: skip
+
+_BASE = tuple(c.lower() for c in BASE_COLUMNS)
+_FLOAT_COLUMNS = {"max value": "max", "min value": "min", "avg value": "mean", "l2norm": "l2norm"}
+_COUNT_COLUMNS = {"count": "numel", "nan count": "nan", "negative inf count": "neg", "positive inf count": "pos"}
+_UNKNOWN = frozenset({"", "NA", "N/A", "NONE", "NULL"})  # the writers write "NA" or nothing
+_INT = re.compile(r"-?\d{1,19}")  # the index stores int64: longer numbers are no count a writer wrote
+_DIMS = re.compile(r"\d{1,19}(?:[xX]\d{1,19})*")  # "4x50x50x16"
+_LISTED_DIMS = re.compile(r"[\[(]\s*(?:\d{1,19}\s*(?:,\s*\d{1,19}\s*)*,?)?[\])]")  # "[2, 6]": older tcmp files
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -48,17 +75,26 @@ class SummaryTensor:
     size: Optional[int] = None
 
 
+class _BadCell(Exception):
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
 @functools.cache  # two enums, asked twice per CSV row
 def _by_upper_name(enum_type) -> dict:
     return {name.upper(): member for name, member in enum_type.__members__.items()}
 
 
 def _enum_code(text: str, enum_type, prefix: str) -> Optional[int]:
-    """A code written as a number or a name, with or without the prefix (`DT_FLOAT16`/`FLOAT16`, `FORMAT_ND`/`ND`)."""
+    """A code written as a number or a name, with or without the prefix (`DT_FLOAT16`/`FLOAT16`, `FORMAT_ND`/`ND`).
+    The writers' words for "unknown" (`-`, `UNKNOW`) and names tcmp does not know give None, not an error."""
     text = text.strip()
-    if _INT.fullmatch(text):
+    if _INT.fullmatch(text) and len(text) <= 6:
         return int(text)
     members = _by_upper_name(enum_type)
+    if enum_type is Format and text.upper() == "DHWCH":  # adump's FORMAT_STRING_MAP name for DHWCN (31)
+        return int(Format.DHWCN)
     bare = text.upper()[len(prefix) :] if text.upper().startswith(prefix) else text.upper()
     member = members.get(bare, members.get(prefix + bare))
     return int(member) if member is not None else None
@@ -66,72 +102,186 @@ def _enum_code(text: str, enum_type, prefix: str) -> Optional[int]:
 
 def _float(text: str) -> Optional[float]:
     text = text.strip()
-    if not text or text.upper() in ("N/A", "NONE", "NULL"):
+    if text.upper() in _UNKNOWN:
         return None
     try:
-        return float(text)
+        return float(text)  # C++ ostream's "nan", "-nan", "inf", "1.4013e-43" included
     except ValueError:
+        raise _BadCell("not a number") from None
+
+
+def _count(text: str) -> Optional[int]:
+    text = text.strip()
+    if text.upper() in _UNKNOWN:
         return None
+    if not _INT.fullmatch(text) or int(text) > _INT64_MAX:
+        raise _BadCell("not a count")
+    value = int(text)
+    return value if value >= 0 else None  # adump prints NaN/inf counts as int32: a negative one has wrapped
 
 
-def _int(text: str) -> Optional[int]:
-    value = _float(text)
-    return None if value is None or not math.isfinite(value) else int(value)
+def _index(text: str) -> int:
+    text = text.strip()
+    if not _INT.fullmatch(text) or not 0 <= int(text) <= _INT64_MAX:
+        raise _BadCell("not a tensor index")
+    return int(text)
+
+
+def _size(text: str) -> Optional[int]:
+    text = text.strip()
+    if text.upper() in _UNKNOWN:
+        return None
+    if not _INT.fullmatch(text) or abs(int(text)) > _INT64_MAX:
+        raise _BadCell("not a byte count")
+    return int(text)
+
+
+def _shape(text: str) -> Optional[tuple[int, ...]]:
+    text = text.strip()
+    if text == "-":  # both writers: a tensor without dims, i.e. a scalar
+        return ()
+    if text.upper() in _UNKNOWN:  # adump: more dims than its record holds
+        return None
+    if _DIMS.fullmatch(text) or _LISTED_DIMS.fullmatch(text):
+        dims = tuple(int(d) for d in re.findall(r"\d+", text))
+        if all(d <= _INT64_MAX for d in dims):
+            return dims
+    raise _BadCell("not a shape")
+
+
+def _direction(text: str) -> IO:
+    direction = text.strip().lower()
+    if direction not in ("input", "output"):
+        raise _BadCell("neither Input nor Output")
+    return IO(direction)
+
+
+@dataclass(frozen=True)
+class _Header:
+    line: int
+    names: tuple[str, ...]  # stripped, lower case
+
+    @property
+    def writers_order(self) -> bool:
+        return self.names[: len(_BASE)] == _BASE
+
+    @property
+    def count_first(self) -> bool:
+        """adump's header, whose leading Count its slip leaves without a cell."""
+        return self.writers_order and self.names[len(_BASE) : len(_BASE) + 1] == ("count",)
+
+
+def _header(cells: Sequence[str], line: int, path: Path) -> _Header:
+    names = tuple(c.strip().lstrip("\ufeff").strip().lower() for c in cells)
+    missing = [c for c in ("Input/Output", "Index") if c.lower() not in names]
+    if missing:
+        raise DumpCorrupt(path, f"not a GE stats CSV: line {line} has no column {' or '.join(missing)}")
+    return _Header(line, names)
+
+
+def _unavailable_row(cells: Sequence[str], width: int) -> Optional[tuple[Optional[int]]]:
+    """adump's row for a tensor the device could not summarize: every statistic `NA`, the count left out or put at
+    the fourth place. Returns (count,) for such a row, None for any other."""
+    if not 1 <= len(cells) <= width:
+        return None
+    known = [c.strip() for c in cells if c.strip().upper() != "NA"]
+    if len(known) == len(cells) or len(known) > 1:
+        return None
+    if known and not (_INT.fullmatch(known[0]) and 0 <= int(known[0]) <= _INT64_MAX):
+        return None
+    return (int(known[0]) if known else None,)
+
+
+def _columns(header: _Header, row: Sequence[str], line: int, path: Path) -> tuple[str, ...]:
+    if len(row) == len(header.names):
+        return header.names
+    if len(row) == len(header.names) - 1 and header.count_first:  # the slip: no cell for the leading Count
+        return header.names[: len(_BASE)] + header.names[len(_BASE) + 1 :]
+    expected = f"{len(header.names)}" + (f" (or {len(header.names) - 1})" if header.count_first else "")
+    raise DumpCorrupt(path, f"line {line}: {len(row)} cells where the header (line {header.line}) has {expected}")
+
+
+def _row(header: _Header, row: Sequence[str], line: int, path: Path) -> SummaryTensor:
+    base = len(_BASE)
+    unavailable = _unavailable_row(row[base:], len(header.names) - base) if header.writers_order else None
+    columns = header.names[:base] if unavailable is not None else _columns(header, row, line, path)
+    cells: dict[str, str] = {}
+    for position, name in enumerate(columns):
+        cells[name] = row[position]  # a name given twice (the slip's second Count): the later cell, as adump fills
+    floats: dict[str, Optional[float]] = {}
+    counts: dict[str, Optional[int]] = {}
+    name = ""
+    try:
+        name = "input/output"
+        direction = _direction(cells[name])
+        name = "index"
+        index = _index(cells[name])
+        dtype, fmt, shape, size = None, None, None, None
+        if "data type" in cells:
+            dtype = _enum_code(cells["data type"], DataType, "DT_")
+        if "format" in cells:
+            fmt = _enum_code(cells["format"], Format, "FORMAT_")
+        for name, parse in (("shape", _shape), ("data size", _size)):
+            if name in cells:
+                value = parse(cells[name])
+                shape, size = (value, size) if name == "shape" else (shape, value)
+        for name, field in _FLOAT_COLUMNS.items():
+            floats[field] = _float(cells[name]) if name in cells else None
+        for name, field in _COUNT_COLUMNS.items():
+            counts[field] = _count(cells[name]) if name in cells else None
+    except _BadCell as exc:
+        position = len(columns) - columns[::-1].index(name)  # the cell read: the last of a name given twice
+        raise DumpCorrupt(
+            path, f"line {line}, column {position} ({name!r}): {cells[name].strip()[:40]!r} is {exc.what}"
+        ) from None
+    if unavailable is not None:
+        (counts["numel"],) = unavailable
+    negative, positive = counts["neg"], counts["pos"]
+    summary = Summary(
+        numel=counts["numel"],
+        min=floats["min"],
+        max=floats["max"],
+        mean=floats["mean"],
+        l2norm=floats["l2norm"],
+        nan_count=counts["nan"],
+        inf_count=None if negative is None or positive is None else negative + positive,
+    )
+    return SummaryTensor(direction, index, summary, dtype, fmt, shape, size)
 
 
 def read_stats_csv(path: Path) -> tuple[SummaryTensor, ...]:
-    """Rows of a GE stats-mode CSV. Unknown extra columns are ignored; missing required ones are an error."""
+    """Rows of a GE stats-mode CSV, as either CANN writer writes it (see the module's docstring). Columns are
+    found by name; unknown ones are ignored. Raises DumpIncomplete for a file still being written, DumpCorrupt
+    naming the line and column for anything the writers do not write."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig", errors="replace")  # -sig: a BOM is not part of the header
+        data = path.read_bytes()
     except OSError as exc:
-        raise DumpCorrupt(path, f"cannot read: {exc}") from exc
-    if not text.endswith("\n"):
-        raise DumpIncomplete(path, "stats CSV does not end with a newline: still being written")
-    rows = list(csv.reader(text.splitlines()))
-    if not rows:
+        raise DumpCorrupt(path, f"cannot read: {exc.strerror or exc}") from exc
+    if b"\0" in data:
+        raise DumpCorrupt(path, f"binary data (a NUL byte at offset {data.index(0)}) in a stats CSV")
+    text = data.decode("utf-8-sig", errors="replace")  # -sig: a BOM is not part of the header
+    if not text:
         raise DumpIncomplete(path, "empty stats CSV")
-    header = [h.strip() for h in rows[0]]
-    missing = [c for c in ("Input/Output", "Index", "Max Value", "Min Value") if c not in header]
-    if missing:
-        raise DumpCorrupt(path, f"not a GE stats CSV: missing column(s) {', '.join(missing)}")
-    column = {name: i for i, name in enumerate(header)}
-
-    def cell(row: list[str], name: str) -> str:
-        i = column.get(name)
-        return row[i] if i is not None and i < len(row) else ""
-
+    complete = text[: text.rfind("\n") + 1]  # the writers append whole lines: a last one without "\n" is unfinished
+    header: Optional[_Header] = None
     tensors = []
-    for line_no, row in enumerate(rows[1:], start=2):
-        if not any(c.strip() for c in row):
-            continue
-        direction = cell(row, "Input/Output").strip().lower()
-        if direction not in ("input", "output"):
-            raise DumpCorrupt(path, f"line {line_no}: Input/Output is {direction!r}")
-        index = _int(cell(row, "Index"))
-        if index is None:
-            raise DumpCorrupt(path, f"line {line_no}: Index is {cell(row, 'Index')!r}")
-        negative, positive = _int(cell(row, "Negative Inf Count")), _int(cell(row, "Positive Inf Count"))
-        infs = None if negative is None and positive is None else (negative or 0) + (positive or 0)
-        shape_text = cell(row, "Shape")
-        tensors.append(
-            SummaryTensor(
-                io=IO(direction),
-                index=index,
-                summary=Summary(
-                    numel=_int(cell(row, "Count")),
-                    min=_float(cell(row, "Min Value")),
-                    max=_float(cell(row, "Max Value")),
-                    mean=_float(cell(row, "Avg Value")),
-                    nan_count=_int(cell(row, "Nan Count")),
-                    inf_count=infs,
-                ),
-                dtype=_enum_code(cell(row, "Data Type"), DataType, "DT_"),
-                format=_enum_code(cell(row, "Format"), Format, "FORMAT_"),
-                shape=tuple(int(d) for d in _INT.findall(shape_text)) if shape_text.strip() else None,
-                size=_int(cell(row, "Data Size")),
-            )
-        )
+    reader = csv.reader(io.StringIO(complete, newline=""))
+    try:
+        for cells in reader:
+            line = reader.line_num
+            if not any(c.strip() for c in cells):
+                continue
+            if header is None or cells[0].strip().lower() == "input/output":
+                header = _header(cells, line, path)  # adump writes it again when it has forgotten the file
+            else:
+                tensors.append(_row(header, cells, line, path))
+    except csv.Error as exc:
+        raise DumpCorrupt(path, f"line {reader.line_num}: {exc}") from None
+    if len(complete) < len(text):
+        raise DumpIncomplete(path, "stats CSV does not end with a newline: still being written")
+    if header is None:
+        raise DumpCorrupt(path, "not a GE stats CSV: no header line")
     return tuple(tensors)
 
 

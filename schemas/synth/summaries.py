@@ -3,7 +3,8 @@
 - the msprobe appendix script (spec/dump-formats.md §6): every FX `.npy` becomes `{stem}_min_max.npy` holding
   `[min, max]`, every GE dump file `{name}_min_max.npz` with `inputs`/`outputs` rows of `[min, max]`; originals
   are deleted;
-- GE stats mode (`dump_data="stats"`): every GE dump file becomes `{name}.csv` with the runtime's columns.
+- GE stats mode (`dump_data="stats"`): every GE dump file becomes `{name}.csv` as CANN's AICPU or adump writer
+  writes it (stats_csv.py).
 
 The statistics are computed with plain numpy from the tensors as read; these are test inputs, whose expected
 compare results come from the scenario's manifest, not from these files.
@@ -11,8 +12,9 @@ compare results come from the scenario's manifest, not from these files.
 
 from __future__ import annotations
 
-import csv
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -20,7 +22,7 @@ from tcmp.schemas.dtypes import to_float32
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_dump import open_ge_dump
 from tcmp.schemas.layout import FileKind, discover
-from tcmp.schemas.stats_files import STATS_COLUMNS
+from tcmp.schemas.synth.stats_csv import DEFAULT_SELECTION, AdumpStatsWriter, DumpedTensor, aicpu_stats_csv
 
 
 def _min_max(array: np.ndarray) -> list[float]:
@@ -52,37 +54,30 @@ def to_appendix_min_max(root: Path) -> int:
     return converted
 
 
-def to_stats_csv(root: Path) -> int:
-    """Replace every GE dump file under `root` by the stats-mode CSV the runtime would have written."""
+def to_stats_csv(
+    root: Path, adump: Optional[AdumpStatsWriter] = None, selection: Sequence[str] = DEFAULT_SELECTION
+) -> int:
+    """Replace every GE dump file under `root` by the stats-mode CSV a CANN writer would have written: the AICPU
+    writer's, or (`adump`) that adump writer's with the selected statistics (its state carries over from file to
+    file, as in one process). Returns the number converted."""
     converted = 0
     for f in discover(root).ge_files:
         if f.kind is not FileKind.GE_BINARY:
             continue
         try:
             with open_ge_dump(f.path) as reader:
-                lines = []
+                tensors = []
                 for t in reader.dump.tensors:
-                    described = [t.io.value.capitalize(), t.index, t.size, t.dtype_name, t.format_name,
-                                 "[" + ",".join(map(str, t.nd_shape)) + "]"]  # fmt: skip
-                    if not t.dumped:  # the runtime leaves the statistics of a device address 0 empty
-                        lines.append(described + [""] * 7)
+                    if not t.dumped:  # no payload: the runtime leaves the statistics of address 0 empty
+                        tensors.append(DumpedTensor(t.io, t.index, t.size, t.data_type, t.format, t.shape, None))
                         continue
-                    values = to_float32(np.asarray(reader.load(t).array)).astype(np.float64).reshape(-1)
-                    finite = values[np.isfinite(values)]
-                    lines.append([
-                        *described,
-                        repr(float(finite.max())) if finite.size else "nan",
-                        repr(float(finite.min())) if finite.size else "nan",
-                        repr(float(finite.mean())) if finite.size else "nan",
-                        values.size, int(np.isnan(values).sum()), int(np.isneginf(values).sum()),
-                        int(np.isposinf(values).sum()),
-                    ])  # fmt: skip
+                    loaded = reader.load(t, nd=False)  # the writers summarize the device layout
+                    values = None if loaded.raw else loaded.array
+                    tensors.append(DumpedTensor(t.io, t.index, t.size, t.data_type, t.format, t.shape, values))
         except DumpError:  # damaged files stay as they are
             continue
-        with open(str(f.path) + ".csv", "w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(STATS_COLUMNS)
-            writer.writerows(lines)
+        text = aicpu_stats_csv(tensors) if adump is None else adump.csv(tensors, selection)
+        Path(str(f.path) + ".csv").write_text(text, encoding="utf-8")
         f.path.unlink()
         converted += 1
     return converted

@@ -27,8 +27,10 @@ from tcmp.schemas.ge_dump import LENGTH_PREFIX
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph
 from tcmp.schemas.layout import DumpDir, DumpFile
+from tcmp.schemas.records import IO
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, FxEra, Scenario, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.stats_csv import CONFIG_NAMES, DEFAULT_SELECTION, AdumpStatsWriter
 from tcmp.schemas.synth.summaries import to_appendix_min_max, to_stats_csv
 
 FAULTS = (
@@ -377,7 +379,10 @@ def test_worst_rows_put_one_sided_nan_and_inf_first(fx_scenarios, mode):
     assert {r.pair.op_name for r in rank.worst if not r.nan_inf_one_side} <= {"layers.1/MatMul_1", "ConcatV2_big"}
 
 
-def test_summary_only_inputs_take_part_in_statistics_mode(tmp_path):
+@pytest.mark.parametrize("writer", ["aicpu", "adump", "adump_after_default"])
+def test_summary_only_inputs_take_part_in_statistics_mode(tmp_path, writer):
+    """Stats CSVs as each CANN writer writes them (the adump one after it wrote the default selection: a header
+    one column longer than its rows) against appendix min/max goldens."""
     faults = (Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.2), Fault("layers.1/SoftmaxV2_1", FaultKind.NAN))
     scenario = write_scenario(tmp_path, ScenarioConfig(tokens=2, faults=faults))
     raw, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
@@ -386,15 +391,48 @@ def test_summary_only_inputs_take_part_in_statistics_mode(tmp_path):
         return r.pair.token, r.pair.order, r.pair.io, r.pair.index
 
     raw_dtypes = {place(r): r.npu.dtype for r in raw.ranks[0].rows}
-    assert to_appendix_min_max(scenario.golden_fx) > 0 and to_stats_csv(scenario.target) > 0
+    adump = {"aicpu": None, "adump": AdumpStatsWriter(), "adump_after_default": AdumpStatsWriter(compatible=True)}
+    selection = ("Max", "Min", "Nan", "Positive Inf", "Negative Inf") if writer == "adump_after_default" else None
+    converted = to_stats_csv(scenario.target, adump[writer], selection or DEFAULT_SELECTION)
+    assert to_appendix_min_max(scenario.golden_fx) > 0 and converted > 0
     result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     assert result.mode.value == "statistics" and "summaries only" in result.mode_reason
     rows = result.ranks[0].rows
-    # a stats CSV names each tensor's dtype: the table shows it as for the raw dump
-    assert [r.npu.dtype for r in rows] == [raw_dtypes[place(r)] for r in rows]
+    # the AICPU writer names no bf16 and has no statistics for it ("-" and seven empty cells): N/A, not PASS
+    unnamed = {place(r) for r in rows if writer == "aicpu" and raw_dtypes[place(r)] == "DT_BF16"}
+    assert [r.npu.dtype for r in rows] == [None if place(r) in unnamed else raw_dtypes[place(r)] for r in rows]
+    assert {place(r) for r in rows if r.result is Result.NA} == unnamed and (writer != "aicpu" or unnamed)
+    assert all("no statistics recorded" in " ".join(r.messages) for r in rows if place(r) in unnamed)
     failing = {(r.pair.token, r.pair.op_name) for r in rows if r.result is Result.FAIL}
     assert failing == {(t, n) for t in (0, 1) for n in ("MatMul_0", "layers.1/SoftmaxV2_1")}
-    assert all(r.result is Result.PASS for r in rows if (r.pair.token, r.pair.op_name) not in failing)
+    others = [r for r in rows if (r.pair.token, r.pair.op_name) not in failing and place(r) not in unnamed]
+    assert others and all(r.result is Result.PASS for r in others)
+
+
+def test_a_stats_csvs_l2norm_takes_part_in_statistics_mode(tmp_path):
+    """adump with every statistic selected, after the default selection (its header names Count twice and is one
+    column longer than its rows), against the raw FX golden: the NPU's L2 norm comes from the CSV."""
+    faults = (Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.2),)
+    scenario = write_scenario(tmp_path, ScenarioConfig(tokens=1, faults=faults))
+    to_stats_csv(scenario.target, AdumpStatsWriter(compatible=True), CONFIG_NAMES)
+    csv_file = next(scenario.target.rglob("MatMul*.csv"))
+    header, first_row = csv_file.read_text().split("\n")[:2]
+    assert header.count(",Count") == 2 and len(header.split(",")) == len(first_row.split(",")) + 1
+    result, _ = run_compare(
+        CompareOptions(scenario.target, scenario.golden_fx, mode=DataMode.STATISTICS), keep_rows=True
+    )
+    rows = result.ranks[0].rows
+    assert rows and all(r.npu.l2norm is not None and r.bench.l2norm is not None for r in rows)
+    assert not any("No L2 norm" in m for r in rows for m in r.messages)
+    matmul = [r for r in rows if r.pair.op_name == "MatMul_0" and r.pair.io.value == "output"]
+    # every output element 20 % off: the L2 norm is 20 % off, to fp16 and the CSV's 6 digits
+    assert matmul and all(abs(r.statistics.l2norm.relative - 0.2) < 2e-3 for r in matmul)
+    assert {r.pair.op_name for r in rows if r.result is Result.FAIL} == {"MatMul_0"}
+    others = [r for r in rows if r.pair.op_name != "MatMul_0"]
+    assert all(r.result is Result.PASS and r.statistics.l2norm.relative < 1e-3 for r in others)
+    # the FRACTAL_NZ weight: the CSV's shape is the device shape, so there is no ND shape to pair the input by
+    weights = [u for u in result.ranks[0].unmatched if u.op_name.endswith("MatMul_0") and u.io is IO.INPUT]
+    assert [u.index for u in weights] == [1] and "FRACTAL_NZ device shape" in weights[0].reason
 
 
 def test_propagated_fault_first_divergence(tmp_path):

@@ -8,6 +8,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tcmp.compare.records import CompareError
@@ -15,8 +16,14 @@ from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.verdict import Result
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
+from tcmp.schemas.dtypes import to_float32
+from tcmp.schemas.ge_dump import open_ge_dump
+from tcmp.schemas.index import open_index
+from tcmp.schemas.records import IO
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.stats_csv import CONFIG_NAMES, AdumpStatsWriter
+from tcmp.schemas.synth.summaries import to_stats_csv
 
 FAULTS = (Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.2), Fault("SoftmaxV2_0", FaultKind.NAN, tokens=(1,)))
 
@@ -147,3 +154,38 @@ def test_no_dump_files_and_an_unusable_index_says_both(scenario):
     index.write_bytes(b"garbage garbage!" + index.read_bytes()[16:])  # not a database any more
     with pytest.raises(CompareError, match=r"no GE dump files under the target path .*; index .* unusable"):
         run_compare(CompareOptions(scenario.target, scenario.golden_fx))
+
+
+def test_stats_csvs_summarized_by_watch_and_compared_with_a_golden_from_the_index(scenario):
+    """The target as adump writes it with every statistic selected after the default selection (the header one
+    column longer than its rows): `tcmp watch` stores each CSV's L2 norm, and the statistics compare against
+    the golden's index rows uses it."""
+    norms = {}  # the L2 norm of each target output, from the GE dump before it is converted
+    for path in scenario.target.rglob("*"):
+        if path.is_file() and path.name[0].isupper() and not path.name.endswith(".csv"):
+            with open_ge_dump(path) as reader:
+                for t in reader.dump.outputs:
+                    values = to_float32(reader.load(t, nd=False).array).astype(np.float64)
+                    # over the non-NaN elements: Summary's definition, which the synthetic adump writer follows
+                    norms[(path.name + ".csv", t.index)] = float(np.sqrt(np.nansum(np.square(values))))
+    assert to_stats_csv(scenario.target, AdumpStatsWriter(compatible=True), CONFIG_NAMES) == len(
+        {name for name, _ in norms}
+    )
+    watch_once(scenario.root)
+    assert not any(p.suffix == ".npy" for p in scenario.golden_fx.rglob("*"))  # the golden only in the index now
+    with open_index(scenario.root) as reader:
+        indexed = {
+            (f.path.name, t.index): t.summary.l2norm
+            for f in reader.files_under(scenario.target)
+            for t in reader.summaries(f).tensors
+            if t.io is IO.OUTPUT
+        }
+    assert indexed.keys() == norms.keys()
+    assert all(abs(indexed[k] - norms[k]) <= 1e-5 * norms[k] + 1e-30 for k in norms)  # float32, 6 digits
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    rank = result.ranks[0]
+    gone = [r for r in rank.rows if not r.pair.bench.files[0].path.exists()]  # golden rows from the index
+    assert result.mode.value == "statistics" and rank.counts.rows_from_index == len(gone) > rank.counts.rows / 2
+    assert failing(rank) == {(0, "MatMul_0"), (1, "MatMul_0"), (1, "SoftmaxV2_0")}
+    matmul = [r for r in rank.rows if r.pair.op_name == "MatMul_0" and r.pair.io is IO.OUTPUT]
+    assert matmul and all(abs(r.statistics.l2norm.relative - 0.2) < 2e-3 for r in matmul)

@@ -219,6 +219,15 @@ def test_statistics_zero_bench_and_nan_one_side():
     assert colour(j.result, j.accuracy_reached, True, False) is Colour.RED
 
 
+def test_nan_inf_one_side_from_a_stats_csv_without_its_inf_columns():
+    """An adump selection of Max, Min and Nan: no inf counts, so an infinity shows in max or min only."""
+    bench = Summary(4, -1.0, 2.0, None, None, 0, 0)
+    m = statistics_metrics(Summary(4, -1.0, math.inf, None, None, 0, None), bench)
+    assert m.nan_inf_one_side and "NPU tensor only" in m.messages[0]
+    assert not statistics_metrics(Summary(4, -1.0, 2.0, None, None, 0, None), bench).nan_inf_one_side
+    assert "No L2 norm on one side" in m.messages[-1]
+
+
 def test_magnitude_rule():
     assert magnitude_jump(20.0, [1.5, 0.2], 10.0)
     assert not magnitude_jump(9.0, [0.5], 10.0)  # |in| < 1 counts as 1
