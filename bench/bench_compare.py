@@ -4,7 +4,10 @@ A synthetic dump pair of about 2,000 GE ops x 2 tokens with ~32K-element activat
 written once into a work directory; then, in the same run:
 
 - baseline: plainly reading every byte of both dumps (1 MiB chunks into a reused buffer), page cache warm;
-- `tcmp compare` in tensor mode (a subprocess, both cores), wall time as a ratio to the baseline (target ≤ 3x);
+- `tcmp compare` in tensor mode (a subprocess, both cores), wall time as a ratio to the baseline (the warm-cache
+  "<= 3x" target is retired: see bench/README.md);
+- the first compare of the dump (its graph files parsed: the graph cache removed) against a second one (the
+  graph cached): target <= 1.2x;
 - the same in statistics mode;
 - tensor mode again with `--jobs 1`: one process instead of a main process, a fork server and two workers, the
   memory side of the trade-off;
@@ -216,6 +219,27 @@ def main() -> int:
             results[(mode, jobs)] = (statistics.median(times), peak_memory)
             print(done.stdout.splitlines()[1] if len(done.stdout.splitlines()) > 1 else done.stdout)
 
+        # The first compare of a dump parses its graph files; later ones find them in the graph cache.
+        cache_dirs = [g.parent / ".tcmp" / "graphs" for g in target.rglob("dynamo_*.txt")]
+        first_runs, second_runs = [], []
+        for _ in range(args.repeat):
+            for directory in cache_dirs:
+                shutil.rmtree(directory, ignore_errors=True)
+            for runs_list in (first_runs, second_runs):
+                out = work / "report_first"
+                shutil.rmtree(out, ignore_errors=True)
+                elapsed, _, done = run_measured(
+                    [*tcmp, "compare", "-m", "torchair", "-tp", str(target), "-gp", str(golden), "-o", str(out),
+                     "--data-mode", "tensor", "--jobs", str(cores)],
+                    sample_memory=False,
+                )  # fmt: skip
+                if done.returncode != 0:
+                    print(done.stdout, done.stderr)
+                    return 1
+                runs_list.append(elapsed)
+        first, second = statistics.median(first_runs), statistics.median(second_runs)
+        graph_bytes = sum(g.stat().st_size for g in target.rglob("dynamo_*.txt"))
+
         cold_reads, cold_compares = [], []
         for _ in range(args.repeat):
             drop_from_cache([target, golden])
@@ -245,8 +269,7 @@ def main() -> int:
         print(f"{'plain read (baseline)':<34}{baseline:>11.2f}s{'1.00x':>22}")
         for (mode, jobs), (elapsed, _) in results.items():
             label = f"{mode}-mode compare, --jobs {jobs}"
-            target_note = " (<= 3x)" if mode == "tensor" and jobs > 1 else ""
-            print(f"{label:<34}{elapsed:>11.2f}s{elapsed / baseline:>15.2f}x{target_note}")
+            print(f"{label:<34}{elapsed:>11.2f}s{elapsed / baseline:>15.2f}x")
         floor = baseline / cores + (pair_loop.seconds + conversions.seconds) / cores
         print(f"{'floor: read + loop + to_nd':<34}{floor:>11.2f}s{floor / baseline:>15.2f}x")
         print(f"  (in a one-job compare of {wall_one_job:.2f} s: pair loop {pair_loop.seconds:.2f} s in "
@@ -257,6 +280,11 @@ def main() -> int:
         print(f"  (bench/lean_floor.py: {lean.pairs} pairs, tokens {', '.join(f'{t:.2f}' for t in lean.tokens)} s, "
               f"spread over {cores} cores, + {lean.imports:.2f} s to start Python and import numpy and protobuf; "
               "no listing checks, matching, or report)")  # fmt: skip
+        print(
+            f"{'first compare (graph not cached)':<34}{first:>11.2f}s{first / second:>15.2f}x of the second (<= 1.2x)"
+        )
+        print(f"{'second compare (graph cached)':<34}{second:>11.2f}s{'1.00x':>22}")
+        print(f"  (graph text: {graph_bytes / 1e6:.1f} MB in {len(cache_dirs)} files)")
         print(f"{'cold: plain read':<34}{cold_read:>11.2f}s{'1.00x':>22}")
         print(f"{f'cold: tensor-mode compare, --jobs {cores}':<34}{cold_compare:>11.2f}s"
               f"{cold_compare / cold_read:>15.2f}x (<= 3x)")  # fmt: skip
