@@ -28,7 +28,7 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from tcmp.schemas.graph import _Reader, read_graph
-from tcmp.schemas.graph_text import token_view
+from tcmp.schemas.graph_tokens import token_view
 from tcmp.schemas.proto import GraphDef
 from tcmp.schemas.synth.decoder_graph import decoder_graph_specs
 from tcmp.schemas.synth.graph_writer import build_graph_def, graph_text

@@ -27,8 +27,10 @@ from typing import Optional, Union
 from tcmp.schemas.errors import GraphParseError
 from tcmp.schemas.proto import GE_IR_DATA_TYPE
 
+from .graph_lines import line_view
 from .graph_names import GraphFileName, GraphKind, GraphNameForm, is_other_graph_dump, parse_graph_file_name
-from .graph_text import FIELD_CODES, ROOT, NotLineShaped, int_value, line_view, string_value, token_view
+from .graph_text import FIELD_CODES, ROOT, NotLineShaped, int_value, string_value
+from .graph_tokens import token_view
 
 __all__ = [
     "FxTensorName",
