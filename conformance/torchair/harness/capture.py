@@ -146,10 +146,13 @@ def main(argv=None) -> int:
 
     from .models import catalogue
 
-    models = [m for m in catalogue() if not args.models or m.name in args.models.split(",")]
+    chosen = [m for m in catalogue() if not args.models or m.name in args.models.split(",")]
+    this = tuple(int(part) for part in args.version.split(".")[:2])
+    models = [m for m in chosen if this >= m.min_version]
+    skipped = {m.name: f"n/a: {m.min_version_why}" for m in chosen if this < m.min_version}
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    (out / "catalogue.json").write_text(json.dumps([m.name for m in models]))
+    (out / "catalogue.json").write_text(json.dumps({"models": [m.name for m in models], "skipped": skipped}))
     results = _run_all(models, out, args.jobs)
     for model in models:
         ge, fx = results[(model.name, "ge")], results[(model.name, "fx")]

@@ -118,14 +118,23 @@ def load_executed_graph(model_dir: Path, ir) -> tuple[GeGraph, list[Path]]:
     return graph, runs
 
 
-def fault_op(graph: GeGraph, op_types: tuple[str, ...]) -> GeOp:
-    """The op to fault: of the first of `op_types` the graph has with a named output (a tensor no compare can pair
-    is a fault no compare can see), the first such op in torchair's order."""
+def fault_op(graph: GeGraph, op_types: tuple[str, ...], values: dict, fx_outputs: list) -> GeOp:
+    """The op to fault: of the first of `op_types` the graph has with a float output whose value an FX output file
+    holds (a tensor no compare can pair is a fault no compare can see; a pattern-fused op qualifies through the FX
+    outputs of the nodes it replaced), the first such op in torchair's order."""
+
+    def held(value: np.ndarray) -> bool:
+        return _is_float(value) and any(values_match(value, fx) for fx in fx_outputs)
+
     for op_type in op_types:
         for op in graph.ops:
-            if op.type == op_type and op.dumped and any(d.fx_name for d in op.output_descs):
+            if (
+                op.type == op_type
+                and op.dumped
+                and any(held(values[(op.name, i)]) for i in range(len(op.output_descs)))
+            ):
                 return op
-    raise HarnessError(f"graph {graph.name} has no op with a named output of the fault types {op_types}")
+    raise HarnessError(f"graph {graph.name} has no op of the fault types {op_types} with an output in the FX dump")
 
 
 def _settled_values(graph: GeGraph, inputs: list, fx_outputs: dict, step: int) -> tuple[dict, set]:
@@ -156,6 +165,14 @@ def _settled_values(graph: GeGraph, inputs: list, fx_outputs: dict, step: int) -
     return ge_interp.walk(graph, inputs, settle), from_fx
 
 
+def _numeric(f: FxFile) -> Optional[np.ndarray]:
+    try:
+        value = f.load()
+    except Exception:
+        return None
+    return value if value.dtype.kind in "fiub" else None
+
+
 def _spec(value: np.ndarray) -> TensorSpec:
     dtype = ge_interp.NUMPY_TO_GE[np.dtype(value.dtype)]
     logical = value.astype(np.float64) if _is_float(value) else value
@@ -164,7 +181,14 @@ def _spec(value: np.ndarray) -> TensorSpec:
 
 def write_ge_side(model_dir: Path, ir, fx: list[FxFile], fault_op_types: tuple[str, ...], rank_dirs: bool) -> GeSide:
     graph, runs = load_executed_graph(model_dir, ir)
-    faulty = fault_op(graph, fault_op_types)
+    settled = []
+    for step, run in enumerate(runs):
+        fx_outputs = {f.tensor_name: f for f in fx if f.step == step and f.io == "OUTPUT"}
+        settled.append(_settled_values(graph, load_inputs(run), fx_outputs, step))
+    if not settled:
+        raise HarnessError(f"{model_dir.name}: GE never ran graph {graph.name}")
+    step0_fx = [v for f in fx if f.step == 0 and f.io == "OUTPUT" for v in [_numeric(f)] if v is not None]
+    faulty = fault_op(graph, fault_op_types, settled[0][0], step0_fx)
     root = model_dir / "ge"
     if rank_dirs:
         root = root / "worldsize1_global_rank0"
@@ -172,9 +196,7 @@ def write_ge_side(model_dir: Path, ir, fx: list[FxFile], fault_op_types: tuple[s
     clock_us = int(time.time() * 1e6)
     tensors: list[GeTensor] = []
     dumped: list[tuple[int, str, str]] = []
-    for step, run in enumerate(runs):
-        fx_outputs = {f.tensor_name: f for f in fx if f.step == step and f.io == "OUTPUT"}
-        values, from_fx = _settled_values(graph, load_inputs(run), fx_outputs, step)
+    for step, (values, from_fx) in enumerate(settled):
         changed = {
             (faulty.name, i): fault(values[(faulty.name, i)])
             for i in range(len(faulty.output_descs))

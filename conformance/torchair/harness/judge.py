@@ -19,12 +19,28 @@ from pathlib import Path
 from . import evaluate, fx_files, ge_dump, ge_graph, ge_interp, truth
 from .versions import version as version_of
 
+# the compiled model's outputs (GE = the harness's interpreter) against eager torch, relative to the outputs' size
+EAGER_TOLERANCE = 2e-2
+
+
+def _cause(error: str) -> str:
+    """The line of a traceback that says what went wrong: the harness's own exception if it is one."""
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    for marker in ("harness.", "Error:", "Error"):
+        found = [line for line in lines if marker in line and not line.startswith(" ")]
+        if found:
+            return found[-1]
+    return lines[-1] if lines else "no message"
+
 
 def judge_model(key: str, model_dir: Path, ir, tcmp: Path, rank_dirs: bool) -> evaluate.ModelResult:
     record = json.loads((model_dir / "capture.json").read_text())
-    if not record["ok"]:
-        failed = record["ge_run"] if not record["ge_run"]["ok"] else record["fx_run"]
-        raise ge_dump.HarnessError(f"torchair run failed: {failed.get('error', '').strip().splitlines()[-1]}")
+    for mode in ("ge_run", "fx_run"):
+        if not record[mode]["ok"]:
+            raise ge_dump.HarnessError(f"torchair's {mode[:2]} run failed: {_cause(record[mode].get('error', ''))}")
+    drift = record["ge_run"]["max_rel_diff_to_eager"]
+    if not drift <= EAGER_TOLERANCE:
+        raise ge_dump.HarnessError(f"the GE run's outputs differ from eager torch by {drift:.3g} (relative)")
     for stale in (model_dir / "ge").iterdir():  # a previous GE side, or tcmp's graph cache
         if stale.is_dir():
             shutil.rmtree(stale)
@@ -48,7 +64,11 @@ def main(argv=None) -> int:
     ir = ge_graph.load_ir_module(args.torchair / "torchair")
     results, notes = [], {}
     catalogue = args.runs / "catalogue.json"
-    names = json.loads(catalogue.read_text()) if catalogue.exists() else []
+    listed = json.loads(catalogue.read_text()) if catalogue.exists() else {"models": [], "skipped": {}}
+    names = listed["models"]
+    for name, why in listed["skipped"].items():
+        results.append(asdict(evaluate.ModelResult(args.version, name)))
+        notes[name] = why
     for name in names:
         model_dir = args.runs / name
         try:

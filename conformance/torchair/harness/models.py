@@ -16,6 +16,10 @@ from typing import Callable
 
 import torch
 import torch_npu  # the stand-in: provides torch.ops.npu.*
+from torch._C import DispatchKey
+from torch._ops import HigherOrderOperator
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, track_tensor_tree
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,8 @@ class CatalogueModel:
     steps: int = 2
     dynamic: bool = False
     config: dict = field(default_factory=dict)  # CompilerConfig attribute path -> value
-    min_version: tuple = ()  # torchair versions before this cannot convert the model (see README)
+    min_version: tuple = ()  # (major, minor): older torchair cannot convert the model ...
+    min_version_why: str = ""  # ... because of this
 
     def inputs(self, step: int) -> tuple:
         generator = torch.Generator().manual_seed(zlib.crc32(f"{self.name}/{step}".encode()))
@@ -185,6 +190,66 @@ def _register_custom_converters() -> None:
         halves = ge.SplitV(x, sizes, ge.Const(-1, dtype=DataType.DT_INT32), num_split=2)
         return ge.Mul(x, ge.Const(2.0, dtype=DataType.DT_FLOAT)), list(halves)
 
+    @torchair.register_fx_node_ge_converter(scale_and_aux)
+    def _convert_scale_and_aux(x, meta_outputs=None):
+        return {
+            "out": ge.Mul(x, ge.Const(2.0, dtype=DataType.DT_FLOAT)),
+            "aux": ge.Add(x, ge.Const(1.0, dtype=DataType.DT_FLOAT)),
+        }
+
+
+class _ScaleAndAux(HigherOrderOperator):
+    """A higher-order operator returning {"out": 2x, "aux": x + 1}: traced as one FX node whose value is a dict."""
+
+    def __init__(self) -> None:
+        super().__init__("tcmp_harness_scale_and_aux")
+
+    def __call__(self, x):
+        return super().__call__(x)
+
+
+scale_and_aux = _ScaleAndAux()
+
+
+def _scale_and_aux_eager(x):
+    return {"out": x * 2.0, "aux": x + 1.0}
+
+
+scale_and_aux.py_impl(DispatchKey.CompositeExplicitAutograd)(_scale_and_aux_eager)
+scale_and_aux.fallthrough(DispatchKey.AutogradCPU)
+
+
+@scale_and_aux.py_impl(ProxyTorchDispatchMode)
+def _scale_and_aux_proxy(mode, x):
+    out = scale_and_aux(x)
+    proxy = mode.tracer.create_proxy("call_function", scale_and_aux, (mode.tracer.unwrap_proxy(x),), {})
+    return track_tensor_tree(out, proxy, constant=None, tracer=mode.tracer)
+
+
+@scale_and_aux.py_impl(FakeTensorMode)
+def _scale_and_aux_fake(mode, x):
+    with mode:
+        return _scale_and_aux_eager(x)
+
+
+@scale_and_aux.py_functionalize_impl
+def _scale_and_aux_functional(ctx, x):
+    with ctx.redispatch_to_next():
+        out = scale_and_aux(ctx.unwrap_tensors(x))
+    return ctx.wrap_tensors(out)
+
+
+@torch._dynamo.allow_in_graph
+def _scale_and_aux_call(x):
+    # dynamo cannot return a dict from a graph call; AOT traces through this and keeps the operator's dict node
+    parts = scale_and_aux(x)
+    return parts["out"], parts["aux"]
+
+
+def _custom_dict(m, x):
+    out, aux = _scale_and_aux_call(x)
+    return out + 1.0, aux * out
+
 
 def _custom_tuple_list(m, x):
     scaled, (lo, hi) = torch.ops.tcmp_harness.scale_and_halves(x)
@@ -250,6 +315,15 @@ def catalogue() -> tuple[CatalogueModel, ...]:
             lambda: _Fn(_custom_tuple_list),
             lambda g, s: (_randn(g, 4, 16),),
             fault_op_types=("Mul", "Add"),
+        ),
+        CatalogueModel(
+            "custom_dict",
+            "a custom operator returning a dict: GE names OUTPUT.out, OUTPUT.aux; the FX file is one pickled dict",
+            lambda: _Fn(_custom_dict),
+            lambda g, s: (_randn(g, 4, 8),),
+            fault_op_types=("Add",),  # the dict's own outputs have no FX file that holds them
+            min_version=(2, 14),
+            min_version_why="older torchair's set_ge_outputs accepts no mapping (AssertionError on a dict)",
         ),
         CatalogueModel(
             "views_optimized",

@@ -177,7 +177,7 @@ class ModelTruth:
             target = t.fx_name.split("-", 1)[1].split(".OUTPUT.")[0]
             if target == "aten.reshape.default" and self.captured[node]["target"] == "aten.view.default":
                 return VIEW_TO_RESHAPE
-            if "." in t.fx_name.split(".OUTPUT.")[1]:
+            if not t.fx_name.split(".OUTPUT.")[1].isdigit():  # OUTPUT.1.0 (list in a tuple), OUTPUT.out (dict)
                 return NESTED
             return None
         if self._from_constant(t):
