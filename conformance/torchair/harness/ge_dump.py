@@ -118,22 +118,23 @@ def load_executed_graph(model_dir: Path, ir) -> tuple[GeGraph, list[Path]]:
     return graph, runs
 
 
-def fault_op(graph: GeGraph, op_types: tuple[str, ...], values: dict, fx_outputs: list) -> GeOp:
-    """The op to fault: of the first of `op_types` the graph has with a float output whose value an FX output file
-    holds (a tensor no compare can pair is a fault no compare can see; a pattern-fused op qualifies through the FX
-    outputs of the nodes it replaced), the first such op in torchair's order."""
+def fault_op(graph: GeGraph, op_types: tuple[str, ...], values: dict, from_fx: set, fx_outputs: list) -> GeOp:
+    """The op to fault — a tensor no compare can pair is a fault no compare can see: of `op_types` in preference,
+    the first op (torchair's order) with a float output named after an FX file that holds it; failing that, one
+    whose float output some FX output holds by value (a pattern-fused op, through the nodes it replaced)."""
 
-    def held(value: np.ndarray) -> bool:
+    def named(op: GeOp, i: int) -> bool:
+        return (op.name, i) in from_fx and _is_float(values[(op.name, i)])
+
+    def held(op: GeOp, i: int) -> bool:
+        value = values[(op.name, i)]
         return _is_float(value) and any(values_match(value, fx) for fx in fx_outputs)
 
-    for op_type in op_types:
-        for op in graph.ops:
-            if (
-                op.type == op_type
-                and op.dumped
-                and any(held(values[(op.name, i)]) for i in range(len(op.output_descs)))
-            ):
-                return op
+    for test in (named, held):
+        for op_type in op_types:
+            for op in graph.ops:
+                if op.type == op_type and op.dumped and any(test(op, i) for i in range(len(op.output_descs))):
+                    return op
     raise HarnessError(f"graph {graph.name} has no op of the fault types {op_types} with an output in the FX dump")
 
 
@@ -188,7 +189,7 @@ def write_ge_side(model_dir: Path, ir, fx: list[FxFile], fault_op_types: tuple[s
     if not settled:
         raise HarnessError(f"{model_dir.name}: GE never ran graph {graph.name}")
     step0_fx = [v for f in fx if f.step == 0 and f.io == "OUTPUT" for v in [_numeric(f)] if v is not None]
-    faulty = fault_op(graph, fault_op_types, settled[0][0], step0_fx)
+    faulty = fault_op(graph, fault_op_types, settled[0][0], settled[0][1], step0_fx)
     root = model_dir / "ge"
     if rank_dirs:
         root = root / "worldsize1_global_rank0"
