@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench conformance clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ test: install
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+# Runs the real torchair (from the torch-npu wheels on PyPI) on conformance/torchair's catalogue and checks tcmp's
+# compare against what it wrote; builds its own environment under build/conformance-torchair (see its README).
+conformance: install
+	$(BIN)/python conformance/torchair/run.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,175 @@
+"""Runs the catalogue through the real torchair, twice per model, as a user (or msprobe) does.
+
+    python -m harness.capture --version 2.14.0 --out WORK/2.14.0 [--models a,b] [--jobs 2]
+
+Runs in the harness's torch environment with the extracted torchair (compiled extensions stubbed) and the
+torch_npu stand-in on the path. torch and torchair are imported once; every run is a forked child, so each starts
+as a fresh process would (torchair's graph counter at 1, dynamo's caches empty) and two run at once on two cores.
+
+Per model, under OUT/<model>/:
+    ge/        the conversion run, in this directory: torchair's graph dump (`dynamo_*graph*.txt`); GE is the
+               harness's executor (ge_executor.py), which saves to executed/ the graph torchair loaded and the
+               inputs of every run; the GE dump tree is written here later (ge_dump.py)
+    fx/        the FX data dump run, in this directory: torchair's `_NpuFxDumper` writes its .npy files
+    capture.json   what both runs did: steps, the FX graphs as captured and as converted, errors
+Both runs get the dump directory as their working directory, which every torchair version honours (older ones
+have no `path` option and write there), as msprobe's dump directories are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch_npu  # noqa: F401 — the stand-in; must be imported before torchair, as torch_npu is
+
+from . import fx_record, torch_compat
+from .versions import version as version_of
+
+MODES = ("ge", "fx")
+
+
+def _set_option(config, path: str, value) -> None:
+    *parents, leaf = path.split(".")
+    for name in parents:
+        config = getattr(config, name)
+    setattr(config, leaf, value)
+
+
+def _max_rel_diff(got, want) -> float:
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    worst = 0.0
+    for g, w in zip(got, want):
+        g, w = g.double(), w.double()
+        if g.shape != w.shape:
+            return float("inf")
+        scale = w.abs().max().item() if w.numel() else 0.0
+        diff = (g - w).abs().max().item() if w.numel() else 0.0
+        worst = max(worst, diff / (scale + 1e-6))
+    return worst
+
+
+def _run(model, mode: str, model_dir: Path) -> dict:
+    import torchair
+    from torchair._ge_concrete_graph import ge_ir_pb2
+    from torchair.core import _torchair
+
+    from .ge_executor import RecordingExecutor
+
+    work = model_dir / mode
+    work.mkdir(parents=True, exist_ok=True)
+    os.chdir(work)
+    config = torchair.CompilerConfig()
+    for path, value in model.config.items():
+        _set_option(config, path, value)
+    if mode == "fx":
+        config.debug.data_dump.type = "npy"
+    else:
+        config.debug.graph_dump.type = "txt"
+        _torchair.EXECUTOR = RecordingExecutor(model_dir / "executed", ge_ir_pb2)
+    module = model.build().eval()
+    compiled = torch.compile(
+        module, backend=torchair.get_npu_backend(compiler_config=config), dynamic=model.dynamic, fullgraph=True
+    )
+    diffs = []
+    with torch.no_grad():
+        for step in range(model.steps):
+            inputs = model.inputs(step)
+            got = compiled(*inputs)
+            diffs.append(_max_rel_diff(got, module(*inputs)))
+    graphs = fx_record.captured_graphs() if mode == "fx" else fx_record.converted_graphs()
+    return {"ok": True, "max_rel_diff_to_eager": max(diffs), "fx_graphs": graphs}
+
+
+def _child(model, mode: str, model_dir: Path) -> None:
+    """Runs in the forked process; never returns."""
+    code = 1
+    try:
+        log = open(model_dir / f"{mode}.log", "w")  # noqa: SIM115 — the process ends with os._exit
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        result = _run(model, mode, model_dir)
+        code = 0
+    except BaseException:
+        result = {"ok": False, "error": traceback.format_exc()}
+    try:
+        (model_dir / f"{mode}.result.json").write_text(json.dumps(result))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _run_all(models, out: Path, jobs: int) -> dict:
+    # every conversion run before any FX run: a model's FX dump is younger than its GE side, as when a user (or
+    # msprobe) dumps GE first, and the two runs of a model never overlap
+    pending = [(m, mode) for mode in MODES for m in models]
+    running: dict[int, tuple] = {}
+    results: dict = {}
+    while pending or running:
+        while pending and len(running) < jobs:
+            model, mode = pending.pop(0)
+            model_dir = out / model.name
+            model_dir.mkdir(parents=True, exist_ok=True)
+            pid = os.fork()
+            if pid == 0:
+                _child(model, mode, model_dir)
+            running[pid] = (model, mode, time.monotonic())
+        pid, _status = os.wait()
+        model, mode, started = running.pop(pid)
+        result_file = out / model.name / f"{mode}.result.json"
+        result = json.loads(result_file.read_text()) if result_file.exists() else {"ok": False, "error": "no result"}
+        result["seconds"] = round(time.monotonic() - started, 2)
+        results[(model.name, mode)] = result
+        state = "ok" if result["ok"] else "FAILED"
+        print(f"  {model.name:22s} {mode}: {state} ({result['seconds']} s)", flush=True)
+    return results
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", required=True)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--models", default="")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    torchair_version = version_of(args.version)
+    torch_compat.apply(torchair_version.torch_shims)
+    import torchair  # noqa: F401 — imported once, before the forks
+
+    from .models import catalogue
+
+    chosen = [m for m in catalogue() if not args.models or m.name in args.models.split(",")]
+    this = tuple(int(part) for part in args.version.split(".")[:2])
+    models = [m for m in chosen if this >= m.min_version]
+    skipped = {m.name: f"n/a: {m.min_version_why}" for m in chosen if this < m.min_version}
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "catalogue.json").write_text(json.dumps({"models": [m.name for m in models], "skipped": skipped}))
+    results = _run_all(models, out, args.jobs)
+    for model in models:
+        ge, fx = results[(model.name, "ge")], results[(model.name, "fx")]
+        record = {
+            "model": model.name,
+            "exercises": model.exercises,
+            "steps": model.steps,
+            "fault_op_types": list(model.fault_op_types),
+            "ok": ge["ok"] and fx["ok"],
+            "ge_run": {k: v for k, v in ge.items() if k != "fx_graphs"},
+            "fx_run": {k: v for k, v in fx.items() if k != "fx_graphs"},
+            "fx_graphs_captured": fx.get("fx_graphs", {}),
+            "fx_graphs_converted": ge.get("fx_graphs", {}),
+        }
+        (out / model.name / "capture.json").write_text(json.dumps(record, indent=1))
+    return 0 if all(r["ok"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+"""The catalogue: small models, each exercising one way torchair's converter or dumpers shape what a compare sees.
+
+Runs in the harness's torch environment, after torch_npu (the stand-in) and torchair are imported. Each model is
+built from a fixed seed and fed inputs made from (model, step), so the two runs of a model (the GE conversion and
+the FX data dump, in separate processes) see the same weights and the same inputs, as a user's two runs would.
+
+`fault_op_types` name the GE op the harness corrupts in the GE dump (ge_dump.fault_op picks one with a named
+output); its float outputs are changed and nothing else, so it must be the first divergence of its token.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch_npu  # the stand-in: provides torch.ops.npu.*
+from torch._C import DispatchKey
+from torch._ops import HigherOrderOperator
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, track_tensor_tree
+
+
+@dataclass(frozen=True)
+class CatalogueModel:
+    name: str
+    exercises: str  # the torchair behaviour this model puts in front of the matcher
+    build: Callable[[], torch.nn.Module]
+    make_inputs: Callable[[torch.Generator, int], tuple]  # (generator, step) -> forward arguments
+    fault_op_types: tuple[str, ...]  # GE op types to fault, in preference (see ge_dump.fault_op)
+    steps: int = 2
+    dynamic: bool = False
+    config: dict = field(default_factory=dict)  # CompilerConfig attribute path -> value
+    min_version: tuple = ()  # (major, minor): older torchair cannot convert the model ...
+    min_version_why: str = ""  # ... because of this
+
+    def inputs(self, step: int) -> tuple:
+        generator = torch.Generator().manual_seed(zlib.crc32(f"{self.name}/{step}".encode()))
+        return self.make_inputs(generator, step)
+
+
+def _randn(generator: torch.Generator, *shape: int, dtype=torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, generator=generator).to(dtype)
+
+
+class _Fn(torch.nn.Module):
+    """A model that is one function plus fixed weights (weights become GE graph inputs, as parameters do)."""
+
+    def __init__(self, fn: Callable, **weights: torch.Tensor) -> None:
+        super().__init__()
+        self.fn = fn
+        for name, value in weights.items():
+            self.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
+
+    def forward(self, *args):
+        return self.fn(self, *args)
+
+
+def _weights(seed: int, **shapes) -> dict:
+    generator = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, (shape, dtype) in shapes.items():
+        out[name] = (torch.randn(*shape, generator=generator) * 0.3).to(dtype)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The model bodies
+
+
+class Attention(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(1)
+        self.q = torch.nn.Linear(16, 16)
+        self.k = torch.nn.Linear(16, 16)
+        self.v = torch.nn.Linear(16, 16)
+        self.requires_grad_(False)
+
+    def forward(self, x, mask):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / 4.0
+        scores = scores.masked_fill(mask, -1e4)
+        return torch.matmul(torch.softmax(scores, dim=-1), v) + x
+
+
+def _rms_norm_decomposed(m, x):
+    x32 = x.float()
+    variance = x32.pow(2).mean(-1, keepdim=True)
+    normed = x32 * torch.rsqrt(variance + 1e-6)
+    return m.w * normed.to(torch.float16)
+
+
+def _npu_rms_norm(m, x, residual):
+    y, _rstd = torch_npu.npu_rms_norm(x, m.w, 1e-6)
+    return y + residual
+
+
+def _add_rms_norm_cast(m, x1, x2):
+    y, _rstd, x = torch_npu.npu_add_rms_norm(x1, x2, m.w)
+    return y.to(torch.float32) * 2.0, y, x
+
+
+def _split(m, x):
+    a, b, c = torch.split(x, [4, 4, 8], dim=-1)
+    return a * b, c + 1.0
+
+
+def _max_dim(m, x):
+    values, indices = x.max(dim=-1)
+    return values * 2.0, indices
+
+
+def _views(m, x):
+    b, s, h = x.shape
+    heads = x.view(b, s, 2, h // 2).permute(0, 2, 1, 3)  # (b, 2, s, h/2)
+    flat = heads.reshape(b * 2, s, h // 2)
+    return torch.bmm(flat, flat.transpose(1, 2)).view(b, 2, s, s).sum(1)
+
+
+def _transpose_t(m, x):
+    y = x.t() @ m.w  # (16, 8) @ (8, 8)
+    return y.transpose(0, 1) * 3.0
+
+
+def _dynamic(m, x):
+    y = torch.relu(x @ m.w)
+    return y * x.shape[0]
+
+
+def _noop_slice_expand(m, x):
+    y = torch.tanh(x)
+    z = y[:, : y.shape[1]]  # a full slice: remove_noop_ops drops it
+    w = z.expand(y.shape[0], y.shape[1])  # an expand to its own shape: survives, its converter returns its input
+    return w * 2.0
+
+
+def _kwarg_attention(m, q, k, v, mask):
+    out, _lse = torch_npu.npu_fused_infer_attention_score(
+        q, k, v, atten_mask=mask, num_heads=2, scale=0.25, input_layout="BSH"
+    )
+    return out * 1.5
+
+
+def _bf16(m, x):
+    return torch.nn.functional.gelu(x @ m.w) + x
+
+
+def _index_none(m, x, idx):
+    return x[:, idx] * 2.0
+
+
+def _read_twice(m, x):
+    return (x + x) * torch.sigmoid(x)
+
+
+def _returns_input(m, x):
+    y = torch.relu(x) + 1.0
+    return y.expand(4, 8) * 3.0  # the expand converter returns `y`, whose GE tensor then carries expand's name
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Custom ops: one returning (Tensor, Tensor[]), one returning a dict (a higher-order operator: torch operator
+# schemas cannot return a dict)
+
+
+@torch.library.custom_op("tcmp_harness::scale_and_halves", mutates_args=())
+def scale_and_halves(x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    half = x.shape[-1] // 2
+    return x * 2.0, [x[..., :half].clone(), x[..., half:].clone()]
+
+
+@scale_and_halves.register_fake
+def _scale_and_halves_fake(x):
+    half = x.shape[-1] // 2
+    return torch.empty_like(x), [x.new_empty((*x.shape[:-1], half)), x.new_empty((*x.shape[:-1], half))]
+
+
+def _register_custom_converters() -> None:
+    """torchair converters for the custom ops, built from torchair's GE op builders as a user would."""
+    import torchair
+    from torchair._ge_concrete_graph import ge_apis as ge
+    from torchair.ge import DataType
+
+    @torchair.register_fx_node_ge_converter(torch.ops.tcmp_harness.scale_and_halves.default)
+    def _convert_scale_and_halves(x, meta_outputs=None):
+        half = meta_outputs[1][0].size[-1]
+        sizes = ge.Const([half, half], dtype=DataType.DT_INT64)
+        halves = ge.SplitV(x, sizes, ge.Const(-1, dtype=DataType.DT_INT32), num_split=2)
+        return ge.Mul(x, ge.Const(2.0, dtype=DataType.DT_FLOAT)), list(halves)
+
+    @torchair.register_fx_node_ge_converter(scale_and_aux)
+    def _convert_scale_and_aux(x, meta_outputs=None):
+        return {
+            "out": ge.Mul(x, ge.Const(2.0, dtype=DataType.DT_FLOAT)),
+            "aux": ge.Add(x, ge.Const(1.0, dtype=DataType.DT_FLOAT)),
+        }
+
+
+class _ScaleAndAux(HigherOrderOperator):
+    """A higher-order operator returning {"out": 2x, "aux": x + 1}: traced as one FX node whose value is a dict."""
+
+    def __init__(self) -> None:
+        super().__init__("tcmp_harness_scale_and_aux")
+
+    def __call__(self, x):
+        return super().__call__(x)
+
+
+scale_and_aux = _ScaleAndAux()
+
+
+def _scale_and_aux_eager(x):
+    return {"out": x * 2.0, "aux": x + 1.0}
+
+
+scale_and_aux.py_impl(DispatchKey.CompositeExplicitAutograd)(_scale_and_aux_eager)
+scale_and_aux.fallthrough(DispatchKey.AutogradCPU)
+
+
+@scale_and_aux.py_impl(ProxyTorchDispatchMode)
+def _scale_and_aux_proxy(mode, x):
+    out = scale_and_aux(x)
+    proxy = mode.tracer.create_proxy("call_function", scale_and_aux, (mode.tracer.unwrap_proxy(x),), {})
+    return track_tensor_tree(out, proxy, constant=None, tracer=mode.tracer)
+
+
+@scale_and_aux.py_impl(FakeTensorMode)
+def _scale_and_aux_fake(mode, x):
+    with mode:
+        return _scale_and_aux_eager(x)
+
+
+@scale_and_aux.py_functionalize_impl
+def _scale_and_aux_functional(ctx, x):
+    with ctx.redispatch_to_next():
+        out = scale_and_aux(ctx.unwrap_tensors(x))
+    return ctx.wrap_tensors(out)
+
+
+@torch._dynamo.allow_in_graph
+def _scale_and_aux_call(x):
+    # dynamo cannot return a dict from a graph call; AOT traces through this and keeps the operator's dict node
+    parts = scale_and_aux(x)
+    return parts["out"], parts["aux"]
+
+
+def _custom_dict(m, x):
+    out, aux = _scale_and_aux_call(x)
+    return out + 1.0, aux * out
+
+
+def _custom_tuple_list(m, x):
+    scaled, (lo, hi) = torch.ops.tcmp_harness.scale_and_halves(x)
+    return scaled + 1.0, lo * hi
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _fp16(g, *shape):
+    return _randn(g, *shape, dtype=torch.float16)
+
+
+def catalogue() -> tuple[CatalogueModel, ...]:
+    _register_custom_converters()
+    f16, f32, bf16 = torch.float16, torch.float32, torch.bfloat16
+    return (
+        CatalogueModel(
+            "attention",
+            "matmul, softmax and a boolean mask; Linear layers as addmm; the softmax's expand returns its input",
+            Attention,
+            lambda g, s: (_randn(g, 2, 8, 16), torch.rand(8, 8, generator=g) > 0.7),
+            fault_op_types=("SoftmaxV2",),
+        ),
+        CatalogueModel(
+            "rms_norm_decomposed",
+            "rms_norm written out: the converters' inner Cast/Mul ops carry no _fx_tensor_name",
+            lambda: _Fn(_rms_norm_decomposed, **_weights(2, w=((16,), f16))),
+            lambda g, s: (_fp16(g, 4, 16),),
+            fault_op_types=("Rsqrt",),
+        ),
+        CatalogueModel(
+            "npu_rms_norm",
+            "torch_npu.npu_rms_norm: one GE RmsNorm with two outputs",
+            lambda: _Fn(_npu_rms_norm, **_weights(3, w=((16,), f16))),
+            lambda g, s: (_fp16(g, 4, 16), _fp16(g, 4, 16)),
+            fault_op_types=("RmsNorm",),
+        ),
+        CatalogueModel(
+            "add_rms_norm_cast",
+            "npu_add_rms_norm + cast to float32: pattern fusion makes one AddRmsNormCast without FX files",
+            lambda: _Fn(_add_rms_norm_cast, **_weights(4, w=((16,), f16))),
+            lambda g, s: (_fp16(g, 4, 16), _fp16(g, 4, 16)),
+            fault_op_types=("AddRmsNormCast", "AddRmsNorm"),
+        ),
+        CatalogueModel(
+            "split",
+            "split_with_sizes: a list output, one GE SplitV with three outputs",
+            lambda: _Fn(_split),
+            lambda g, s: (_randn(g, 4, 16),),
+            fault_op_types=("SplitV",),
+        ),
+        CatalogueModel(
+            "max_dim",
+            "max.dim: two outputs of different dtypes",
+            lambda: _Fn(_max_dim),
+            lambda g, s: (_randn(g, 4, 16),),
+            fault_op_types=("ArgMaxWithValue",),
+        ),
+        CatalogueModel(
+            "custom_tuple_list",
+            "a custom op returning (Tensor, Tensor[]): GE names OUTPUT.0, OUTPUT.1.0, OUTPUT.1.1",
+            lambda: _Fn(_custom_tuple_list),
+            lambda g, s: (_randn(g, 4, 16),),
+            fault_op_types=("Mul", "Add"),
+        ),
+        CatalogueModel(
+            "custom_dict",
+            "a custom operator returning a dict: GE names OUTPUT.out, OUTPUT.aux; the FX file is one pickled dict",
+            lambda: _Fn(_custom_dict),
+            lambda g, s: (_randn(g, 4, 8),),
+            fault_op_types=("Add",),  # the dict's own outputs have no FX file that holds them
+            min_version=(2, 14),
+            min_version_why="older torchair's set_ge_outputs accepts no mapping (AssertionError on a dict)",
+        ),
+        CatalogueModel(
+            "views_optimized",
+            "view/permute/reshape/transpose with view optimization on: views are built inside their consumers",
+            lambda: _Fn(_views),
+            lambda g, s: (_randn(g, 2, 4, 8),),
+            fault_op_types=("BatchMatMul",),
+        ),
+        CatalogueModel(
+            "views_unoptimized",
+            "the same views with view optimization off: each view converts to its own GE op",
+            lambda: _Fn(_views),
+            lambda g, s: (_randn(g, 2, 4, 8),),
+            fault_op_types=("BatchMatMul",),
+            config={"experimental_config.enable_view_optimize": False},
+        ),
+        CatalogueModel(
+            "transpose_t",
+            "t() and transpose(): Transpose ops and MatMul",
+            lambda: _Fn(_transpose_t, **_weights(5, w=((8, 8), f32))),
+            lambda g, s: (_randn(g, 8, 16),),
+            fault_op_types=("MatMul", "MatMulV2"),
+        ),
+        CatalogueModel(
+            "dynamic",
+            "dynamic shapes: symbolic sizes become sym_size nodes, two steps of different batch",
+            lambda: _Fn(_dynamic, **_weights(6, w=((8, 8), f32))),
+            lambda g, s: (_randn(g, 3 + 2 * s, 8),),
+            fault_op_types=("Relu",),
+            dynamic=True,
+        ),
+        CatalogueModel(
+            "noop_slice_expand",
+            "a full slice (removed by remove_noop_ops) and an expand to its own shape (its converter returns input)",
+            lambda: _Fn(_noop_slice_expand),
+            lambda g, s: (_randn(g, 4, 8),),
+            fault_op_types=("Tanh",),
+        ),
+        CatalogueModel(
+            "kwarg_attention",
+            "npu_fused_infer_attention_score with the kwarg-only atten_mask the FX dumper does not write",
+            lambda: _Fn(_kwarg_attention),
+            lambda g, s: (_fp16(g, 1, 4, 8), _fp16(g, 1, 4, 8), _fp16(g, 1, 4, 8), torch.rand(4, 4, generator=g) > 0.7),
+            fault_op_types=("FusedInferAttentionScore",),
+        ),
+        CatalogueModel(
+            "bf16",
+            "bfloat16 tensors (the FX dumper saves them as float32)",
+            lambda: _Fn(_bf16, **_weights(7, w=((16, 16), bf16))),
+            lambda g, s: (_randn(g, 4, 16, dtype=bf16),),
+            fault_op_types=("Gelu",),
+        ),
+        CatalogueModel(
+            "index_none",
+            "x[:, idx]: aten.index with [None, idx], an argument the FX dumper saves as a string",
+            lambda: _Fn(_index_none),
+            lambda g, s: (_randn(g, 4, 8), torch.randint(0, 8, (3,), generator=g)),
+            fault_op_types=("IndexByTensor", "Index", "GatherV2"),
+        ),
+        CatalogueModel(
+            "read_twice",
+            "x + x: one GE op reading one graph input on two inputs",
+            lambda: _Fn(_read_twice),
+            lambda g, s: (_randn(g, 4, 8),),
+            fault_op_types=("Sigmoid",),
+        ),
+        CatalogueModel(
+            "returns_input",
+            "expand to its own shape after add: the converter returns its input, the Add carries expand's name",
+            lambda: _Fn(_returns_input),
+            lambda g, s: (_randn(g, 4, 8),),
+            fault_op_types=("Relu",),
+        ),
+    )

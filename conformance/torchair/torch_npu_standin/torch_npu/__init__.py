@@ -1,0 +1,29 @@
+"""A stand-in for the `torch_npu` package, so that torchair's Python code runs as it does beside torch_npu.
+
+torchair switches several behaviours on `'torch_npu' in sys.modules` — its pattern fusion passes among them
+(`patterns/add_rms_norm_cast.py`) — and converts torch_npu's `npu::` operators. The real torch_npu is a C++
+bridge to the NPU and cannot load here, so this package provides only what torchair asks of it:
+
+- the `npu::` operators the catalogue calls, each with torch_npu's name and schema (the arguments the catalogue
+  passes; names and defaults as in torchair's converter docstrings), implemented on CPU (`_cpu_ops`), so dynamo
+  captures them and torchair's own converters convert them;
+- `torch_npu.npu`: device id 0, a device name, the hf32 switches and the CANN version check torchair reads;
+- `Tensor.is_npu`, which torch_npu adds to torch's tensor class (False: every tensor here is a CPU tensor).
+
+Nothing of torchair is replaced by it.
+"""
+
+import torch
+
+from . import _cpu_ops, npu  # noqa: F401 — registering the operators is the import's purpose
+from ._cpu_ops import (  # noqa: F401
+    npu_add_rms_norm,
+    npu_dtype_cast,
+    npu_fused_infer_attention_score,
+    npu_rms_norm,
+)
+
+__version__ = "standin"
+
+if not hasattr(torch.Tensor, "is_npu"):
+    torch.Tensor.is_npu = property(lambda self: self.device.type == "npu")
