@@ -273,6 +273,12 @@ def _jaccard(a: Iterable[str], b: Iterable[str]) -> float:
     return len(a & b) / max(1, len(a | b))
 
 
+def _share(wanted: Iterable[str], held: Iterable[str]) -> float:
+    """The share of `wanted` found in `held`."""
+    wanted = set(wanted)
+    return len(wanted & set(held)) / max(1, len(wanted))
+
+
 def _content_score(graph: Graph, dumped: frozenset[str]) -> float:
     return _jaccard(dumped, (sanitize(op.name) for op in graph.ops))
 
@@ -372,16 +378,20 @@ class _Binder:
         keys = _fx_keys(graph)
         scores = []
         for label, dirs in groups.items():
-            scores.append((_jaccard(keys, self.names(self.golden_source, dirs).fx_keys), label))
+            held = self.names(self.golden_source, dirs).fx_keys
+            # the Jaccard index picks among directories (of graphs built alike, the one of this graph); the share
+            # of the graph's FX names the directory holds accepts it (a directory also holds nodes GE names
+            # nowhere: views built inside their consumers, no-ops, which lower the index)
+            scores.append((_jaccard(keys, held), _share(keys, held), label))
         scores.sort(reverse=True)
-        complete = [label for score, label in scores if score >= FX_DUPLICATE_SCORE]
+        complete = [label for score, _, label in scores if score >= FX_DUPLICATE_SCORE]
         if len(complete) > 1:
             raise CompareError(
                 f"the golden FX dump holds {len(complete)} runs of graph {graph.name} (model {model}): "
                 f"{', '.join(complete)}; choose one with --golden-run"
             )
-        if scores and scores[0][0] >= FX_RUN_SCORE:
-            return scores[0][1]
+        if scores and scores[0][1] >= FX_RUN_SCORE:
+            return scores[0][2]
         return None
 
     def bind_ge(self, model: str, dirs: Sequence[DumpDir], groups: dict[str, list[DumpDir]]) -> Optional[str]:

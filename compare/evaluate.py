@@ -159,7 +159,8 @@ class TensorLoader:
 
     def metrics(self, pair: Pair, npu: Loaded, bench: Loaded, bench_rounded: bool) -> TensorMetrics:
         """Tensor metrics of a pair, reusing what earlier pairs of this token prepared or computed."""
-        bench_key = (tuple(f.path for f in pair.bench.files), pair.bench.io, pair.bench.index, pair.bench.sub_index)
+        ref = pair.bench
+        bench_key = (tuple(f.path for f in ref.files), ref.io, ref.index, ref.sub_index, ref.element)
         contiguous = np.ascontiguousarray(npu.array)
         payload = contiguous.reshape(-1).view(np.uint8)
         memo_key = (bench_key, bench_rounded, contiguous.dtype.str, contiguous.shape, _crc32(payload))
@@ -191,7 +192,12 @@ class TensorLoader:
                 value = self._fx_value(first.path)
                 if value.kind not in (TensorKind.TENSOR, TensorKind.SCALAR) or value.array is None:
                     raise Unavailable(f"non-tensor argument ({value.kind.value}: {value.text})")
-                return Loaded(value.array, None, _numpy_name(value.array.dtype), value.array.shape)
+                array = value.array
+                if ref.element is not None:  # one tensor of a list the FX dumper stacked into one file
+                    if array.ndim == 0 or ref.element >= array.shape[0]:
+                        raise Unavailable(f"element {ref.element} of a file of shape {list(array.shape)}")
+                    array = array[ref.element]
+                return Loaded(array, None, _numpy_name(array.dtype), array.shape)
             if len(ref.files) > 1:
                 merged = self._ffts(ref)
                 items = merged.inputs if ref.io is IO.INPUT else merged.outputs

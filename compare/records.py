@@ -53,6 +53,7 @@ class TensorRef:
     stored: Optional[TensorSummary] = None
     raw_deleted: bool = False
     dumped: bool = True
+    element: Optional[int] = None  # an FX file stacking a list output (`OUTPUT.1` of a `(Tensor, Tensor[])`): [element]
 
     @property
     def has_raw(self) -> bool:
@@ -63,7 +64,7 @@ class TensorRef:
         """The report's "real data name": the GE file and tensor, or the FX file name."""
         name = self.files[0].path.name
         if self.files[0].kind in (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY):
-            return name
+            return name if self.element is None else f"{name}[{self.element}]"
         slices = f" (+{len(self.files) - 1} FFTS+ slices)" if len(self.files) > 1 else ""
         return f"{name} {self.io.value} {self.index}{slices}"
 

@@ -223,7 +223,10 @@ def _small(path: Path) -> bool:
 
 
 def _golden_leftover_reason(
-    f: DumpFile, fused_into: Mapping[str, str], partner_not_dumped: Mapping[Path, str]
+    f: DumpFile,
+    fused_into: Mapping[str, str],
+    partner_not_dumped: Mapping[Path, str],
+    known: Mapping[Path, tuple[str, UnmatchedKind]] = MappingProxyType({}),
 ) -> tuple[str, UnmatchedKind]:
     partner = partner_not_dumped.get(f.path)
     if partner is not None:
@@ -232,6 +235,8 @@ def _golden_leftover_reason(
     if fused is not None:
         why = f"inside fused target op {fused}: GE dumps only the fused op's external inputs and outputs"
         return why, UnmatchedKind.BY_DESIGN
+    if f.path in known:  # what the matcher learnt about the token (torchair's passes, copies, arguments)
+        return known[f.path]
     if f.kind is FileKind.FX_NPY and f.io is IO.INPUT and _small(f.path):  # only a small file can be an argument
         try:
             header = read_npy_header(f.path)
@@ -318,14 +323,24 @@ def _plan_unit(unit: _Unit, keep_rows: bool) -> Union[_Plan, _UnitResult]:
         calls = fx_calls(golden.files)
         fx_stored = {path: summary.tensors[0] for path, summary in stored.items() if summary.tensors}
         result = match_token(
-            unit.rank, unit.token, unit.label, view, executions, golden_calls=calls, fx_stored=fx_stored
+            unit.rank,
+            unit.token,
+            unit.label,
+            view,
+            executions,
+            golden_calls=calls,
+            fx_stored=fx_stored,
+            golden_files=golden.files,
         )
     else:
         golden_executions = ge_executions(golden.files, stored)
         result = match_token(unit.rank, unit.token, unit.label, view, executions, golden_ge=golden_executions)
     used = result.used_golden
     leftovers = _golden_leftovers(
-        [f for f in golden.files if f.path not in used], result.fused_into, result.partner_not_dumped
+        [f for f in golden.files if f.path not in used],
+        result.fused_into,
+        result.partner_not_dumped,
+        result.golden_reasons,
     )
     return _Plan(
         pairs=tuple(result.pairs),
@@ -787,9 +802,10 @@ def _golden_leftovers(
     files: Iterable[DumpFile],
     fused_into: Mapping[str, str],
     partner_not_dumped: Mapping[Path, str] = MappingProxyType({}),
+    known: Mapping[Path, tuple[str, UnmatchedKind]] = MappingProxyType({}),
 ) -> list[Unmatched]:
     """The golden files of a compared token that no target tensor pairs with, and why."""
-    return [_golden_unmatched(f, *_golden_leftover_reason(f, fused_into, partner_not_dumped)) for f in files]
+    return [_golden_unmatched(f, *_golden_leftover_reason(f, fused_into, partner_not_dumped, known)) for f in files]
 
 
 def _golden_unmatched(f: DumpFile, why: str, kind: UnmatchedKind) -> Unmatched:

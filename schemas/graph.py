@@ -65,23 +65,43 @@ CONTROL_EDGE_INDEX = -1
 
 @dataclass(frozen=True)
 class FxTensorName:
-    """`{node}-{target}.OUTPUT.{i}`: which FX node output a GE tensor was converted from."""
+    """`{node}-{target}.OUTPUT.{path}`: which FX node output a GE tensor was converted from.
+
+    The path is the output's place in the converter's result: `0`, `1`; torchair 2.14 names elements of nested
+    results by their path, `1.0` for a list inside a tuple, `out` or `aux.1` for a dict (`_set_fx_tensor_names`).
+    """
 
     node_key: str  # "{node}-{target}", the same key the FX dump file names carry
-    output_index: int
+    path: tuple[str, ...]
 
     @classmethod
     def parse(cls, text: str) -> Optional[FxTensorName]:
         match = _FX_TENSOR_NAME.fullmatch(text)
         if match is None:
             return None
-        return cls(node_key=match["key"], output_index=int(match["index"]))
+        return cls(node_key=match["key"], path=tuple(match["path"].split(".")))
+
+    @property
+    def output_index(self) -> Optional[int]:
+        """The top-level output `i` (the FX dumper's `OUTPUT.{i}` file); None for a dict key."""
+        head = self.path[0]
+        return int(head) if head.isdigit() and head.isascii() else None
+
+    @property
+    def nested(self) -> bool:
+        """An element of a nested result (a list in a tuple, a dict entry), not a top-level output."""
+        return len(self.path) > 1 or self.output_index is None
+
+    @property
+    def target(self) -> str:
+        """The FX node's target (`aten.add.Tensor`), the part of the key after the node name."""
+        return self.node_key.partition("-")[2]
 
     def __str__(self) -> str:
-        return f"{self.node_key}.OUTPUT.{self.output_index}"
+        return f"{self.node_key}.OUTPUT.{'.'.join(self.path)}"
 
 
-_FX_TENSOR_NAME = re.compile(r"(?P<key>.+)\.OUTPUT\.(?P<index>\d+)", re.DOTALL)
+_FX_TENSOR_NAME = re.compile(r"(?P<key>.+)\.OUTPUT\.(?P<path>\w+(?:\.\w+)*)", re.DOTALL | re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,7 @@ def test_hand_written_graph_parses_every_peer_breaking_construct() -> None:
     )
     assert (out2.origin_name, out2.origin_output_index) == ("orig_split", 2)
     assert (out0.origin_name, out0.origin_output_index) == (None, None)
-    assert out2.fx_tensor == FxTensorName("split-aten.split.Tensor", 2)
+    assert out2.fx_tensor == FxTensorName("split-aten.split.Tensor", ("2",))
 
     data = graph.op("arg0_1")
     assert data is not None and data.inputs == () and data.control_inputs == () and data.stack_info is None
@@ -456,9 +456,13 @@ def test_parse_input_edge(text: str, expected: InputEdge) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("add_1-aten.add.Tensor.OUTPUT.0", FxTensorName("add_1-aten.add.Tensor", 0)),
-        ("split-aten.split.Tensor.OUTPUT.12", FxTensorName("split-aten.split.Tensor", 12)),
-        ("a-b.OUTPUT.1.OUTPUT.3", FxTensorName("a-b.OUTPUT.1", 3)),
+        ("add_1-aten.add.Tensor.OUTPUT.0", FxTensorName("add_1-aten.add.Tensor", ("0",))),
+        ("split-aten.split.Tensor.OUTPUT.12", FxTensorName("split-aten.split.Tensor", ("12",))),
+        ("a-b.OUTPUT.1.OUTPUT.3", FxTensorName("a-b.OUTPUT.1", ("3",))),
+        # torchair 2.14 names nested results by their path (_set_fx_tensor_names)
+        ("f-my.op.default.OUTPUT.1.0", FxTensorName("f-my.op.default", ("1", "0"))),
+        ("f-my.op.default.OUTPUT.out", FxTensorName("f-my.op.default", ("out",))),
+        ("f-my.op.default.OUTPUT.aux.1", FxTensorName("f-my.op.default", ("aux", "1"))),
         ("add_1-aten.add.Tensor.INPUT.0", None),
         ("add_1-aten.add.Tensor.OUTPUT.", None),
         ("", None),
@@ -469,6 +473,9 @@ def test_fx_tensor_name(text: str, expected) -> None:
     assert parsed == expected
     if parsed is not None:
         assert str(parsed) == text
+        head = expected.path[0]
+        assert parsed.output_index == (int(head) if head.isdigit() else None)
+        assert parsed.nested is (len(expected.path) > 1 or not head.isdigit())
 
 
 # --- tolerance: what protobuf refuses but changes nothing tcmp reads

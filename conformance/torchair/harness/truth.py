@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -94,8 +95,21 @@ class ModelTruth:
         return out
 
     def pair_is_right(self, t: GeTensor, fx_name: str) -> bool:
+        """Whether the FX tensor a row names (`file.npy`, or `file.npy[k]`: element k of a stacked list file) holds
+        the GE tensor's value."""
+        element = None
+        match = re.fullmatch(r"(?P<name>.+\.npy)\[(?P<element>\d+)\]", fx_name)
+        if match is not None:
+            fx_name, element = match["name"], int(match["element"])
         f = self.fx_by_name.get(fx_name)
-        return f is not None and any(values_match(t.value, v) for v in self._fx_candidates(f))
+        if f is None:
+            return False
+        if element is not None:
+            value = self.fx_value(fx_name)
+            return (
+                value is not None and value.ndim > 0 and element < len(value) and values_match(t.value, value[element])
+            )
+        return any(values_match(t.value, v) for v in self._fx_candidates(f))
 
     def _from_constant(self, t: GeTensor) -> bool:
         return t.io == "input" and self.ge.graph.op(t.producer.producer).type in ("Const", "Constant")

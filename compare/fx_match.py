@@ -1,0 +1,590 @@
+"""GE → FX pairing for one token: which FX tensor each GE tensor is, and why when there is none.
+
+Rules (spec/dump-formats.md §4.4, §8.2; the torchair behaviours are in torchair_rules):
+- a GE output is the FX output its `_fx_tensor_name` names, output path included (`OUTPUT.1.0` is element 0 of
+  the list the FX dumper stacked into `OUTPUT.1`); torchair's passes are undone on the way: a view retargeted to
+  reshape, a pattern-fused node (through the outputs of the nodes it replaced), a name written over by a
+  converter that returns its input (resolved to the producer); symbolic sizes have no FX file;
+- a GE input is its producer's FX output (GE-inserted Cast/TransData followed back); the FX node's own input copy
+  of that tensor is taken with it. An input fed by a graph input is the FX node's input copy of the same shape
+  that nothing else took (the FX node of an op without a name: the named op its converter expansion ends in). An
+  input fed by an unnamed op is a tensor inside a converter expansion; one fed by a Const is a constant the
+  converter made (a scalar is still compared with the FX scalar argument it came from);
+- the k-th GE execution of an op is paired with the k-th call of its FX node; when the counts differ, in order
+  among calls whose outputs have the same shapes, the others listed with both counts.
+Nothing is compared "by shape" against a tensor the GE tensor cannot be; when unsure, the item is listed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional
+
+from tcmp.schemas.graph import FxTensorName, GraphOp, InputEdge
+from tcmp.schemas.layout import DumpFile, FileKind
+from tcmp.schemas.records import IO, TensorSummary
+
+from .executions import FxCall, GeExecution
+from .fusion import GraphView
+from .fx_leftovers import golden_reasons
+from .fx_side import FxSide
+from .match_context import (
+    MAX_PASS_THROUGH,
+    SELF_CHECK_TYPES,
+    _Context,
+    _fused_output,
+    _group_inputs,
+    _note_fusion,
+    _resolve,
+    _Resolved,
+    _stack,
+)
+from .metrics import squeezed
+from .records import UnmatchedKind
+from .torchair_rules import (
+    PATTERN_BY_FUSED,
+    RESHAPE_TARGET,
+    RETURNS_INPUT_TARGETS,
+    VIEW_OP_TYPES,
+    VIEW_TARGET,
+    is_sym_target,
+    type_fits_target,
+)
+
+_CONSTANT_TYPES = ("Const", "Constant")
+_BUILT_IN_CONSUMER = " (a view torchair builds inside its consumer's conversion)"
+_GRAPH_INPUT_TYPES = ("Data", "RefData", "PlaceHolder", "AippData")
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One execution of a graph op in the token: the one whose FX call is asked for."""
+
+    op_name: str
+    execution: int
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The FX tensor a GE tensor is: a file's output (or one element of it), with the notes of how it was found."""
+
+    file: DumpFile
+    index: int
+    element: Optional[int] = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Missing:
+    """No FX tensor, and why."""
+
+    reason: str
+    kind: UnmatchedKind
+
+
+_Source = "_Found | _Missing"
+
+
+class FxMatcher:
+    def __init__(
+        self,
+        ctx: _Context,
+        view: GraphView,
+        calls: Mapping[str, tuple[FxCall, ...]],
+        target: Sequence[GeExecution],
+        stored: Mapping[Path, TensorSummary],
+    ) -> None:
+        self.ctx, self.view = ctx, view
+        self.fx = FxSide(calls, stored)
+        self.named_keys = {o.fx_tensor.node_key for op in view.graph.ops for o in op.outputs if o.fx_tensor}
+        self.executions: dict[str, list[GeExecution]] = defaultdict(list)
+        for e in target:
+            self.executions[e.op_name].append(e)
+        self._alignments: dict[tuple[str, str], dict[int, int]] = {}
+        self._overwritten: dict[tuple[str, int], Optional[FxCall]] = {}
+        self._pattern_calls: dict[tuple[str, int], Optional[tuple[FxCall, Optional[FxCall]]]] = {}
+        self.replaced_keys: dict[str, str] = {}  # FX node key -> the pattern-fused node that replaced it
+        self.written_over: dict[str, str] = {}  # FX node key whose converter returned its input -> the producer's key
+
+    # --- the FX call of a GE op --------------------------------------------------------------------------------
+
+    def _aligned(self, op_name: str, execution: int, key: str, output_index: Optional[int], j: int) -> Optional[FxCall]:
+        """The FX call of `key` that execution `execution` of op `op_name` is (see the module docstring)."""
+        calls = self.fx.calls.get(key, ())
+        runs = self.executions.get(op_name, ())
+        if not calls:
+            return None
+        if len(runs) == len(calls) or not runs:
+            return calls[execution] if execution < len(calls) else None
+        cache_key = (op_name, key)
+        if cache_key not in self._alignments:
+            self._alignments[cache_key] = self._align(runs, calls, output_index, j)
+        at = self._alignments[cache_key].get(execution)
+        return calls[at] if at is not None else None
+
+    def _align(self, runs, calls, output_index: Optional[int], j: int) -> dict[int, int]:
+        """Executions to calls in order, skipping on either side what cannot be the same run (another output
+        shape): a GE task run again, or a step retried on one side."""
+
+        def fits(e: GeExecution, call: FxCall) -> bool:
+            meta = e.tensor(IO.OUTPUT, j)
+            file = call.output(output_index) if output_index is not None else None
+            return meta is None or meta.shape is None or file is None or self.fx.fits(file, meta.shape)
+
+        pairs: dict[int, int] = {}
+        a = b = 0
+        while a < len(runs) and b < len(calls):
+            if fits(runs[a], calls[b]):
+                pairs[runs[a].execution] = b
+                a, b = a + 1, b + 1
+            elif len(runs) - a > len(calls) - b:
+                a += 1
+            else:
+                b += 1
+        return pairs
+
+    def _extra_run(self, run: _Run, key: str) -> _Missing:
+        runs, calls = len(self.executions.get(run.op_name, ())), len(self.fx.calls.get(key, ()))
+        return _Missing(
+            f"{run.op_name} ran {runs} time(s) in token {self.ctx.token}, {key} {calls}: execution {run.execution} "
+            "has no call of the same output shapes left",
+            UnmatchedKind.NO_PARTNER,
+        )
+
+    # --- the FX tensor of a GE op's output ---------------------------------------------------------------------
+
+    def _producer_run(self, producer: GraphOp, e: GeExecution) -> _Run:
+        """The execution of `producer` whose output execution `e` read: its last one before `e` (the k-th, as
+        the k-th of `e`, when the producer was not dumped)."""
+        before = [p for p in self.executions.get(producer.name, ()) if p.order < e.order]
+        return _Run(producer.name, before[-1].execution if before else e.execution)
+
+    def source(self, op: GraphOp, index: int, run: _Run) -> _Source:
+        """The FX tensor output `index` of graph op `op` is, in its execution `run`."""
+        desc = op.outputs[index] if index < len(op.outputs) else None
+        fx = desc.fx_tensor if desc is not None else None
+        if fx is None:
+            view = _BUILT_IN_CONSUMER if op.type in VIEW_OP_TYPES else ""
+            return _Missing(
+                f"no _fx_tensor_name on output {index} of {op.name}: an inner op of a converter "
+                f"expansion{view}, which names only the tensors it returns",
+                UnmatchedKind.BY_DESIGN,
+            )
+        key, target, notes = fx.node_key, fx.target, []
+        if key not in self.fx.calls:
+            if is_sym_target(target):
+                return _Missing(
+                    f"{fx}: a symbolic size torchair computes in the graph (_optimize_sym_input); the FX "
+                    "dumper writes no file for a sym node",
+                    UnmatchedKind.BY_DESIGN,
+                )
+            if target in PATTERN_BY_FUSED:
+                return self._pattern_source(fx, run)
+            if target == RESHAPE_TARGET:
+                renamed = f"{key.partition('-')[0]}-{VIEW_TARGET}"
+                if renamed in self.fx.calls:
+                    key = renamed
+                    notes.append("the FX view torchair's _view_to_reshape retargeted to reshape")
+        elif target in RETURNS_INPUT_TARGETS and not type_fits_target(op.type, target):
+            producer = self._written_over(op, fx, run)
+            if producer is not None:
+                notes.append(f"named {fx.node_key}, whose converter returns its input: {producer.key}'s output")
+                return self._output_file(producer, fx.output_index or 0, (), tuple(notes))
+        call = self._aligned(run.op_name, run.execution, key, fx.output_index, index)
+        if call is None:
+            if key in self.fx.calls:
+                return self._extra_run(run, key)
+            return _Missing(f"golden file missing: {fx} in token {self.ctx.token}", UnmatchedKind.NO_PARTNER)
+        if fx.output_index is None:
+            return _Missing(
+                f"{fx}: an entry of a dict output; the FX dumper pickles the whole dict into one "
+                "OUTPUT.0 file, which tcmp does not unpickle",
+                UnmatchedKind.BY_DESIGN,
+            )
+        return self._output_file(call, fx.output_index, fx.path[1:], tuple(notes))
+
+    def _output_file(self, call: FxCall, index: int, rest: tuple[str, ...], notes: tuple[str, ...]) -> _Source:
+        file = call.output(index)
+        if file is None:
+            return _Missing(
+                f"golden file missing: {call.key}.OUTPUT.{index} in token {self.ctx.token}", UnmatchedKind.NO_PARTNER
+            )
+        if not rest:
+            return _Found(file, index, None, notes)
+        shape = self.fx.shape(file)
+        element = int(rest[0]) if rest[0].isdigit() and len(rest) == 1 else None
+        if element is None or shape is None or not shape.numeric or not shape.shape or element >= shape.shape[0]:
+            how = f"of shape {list(shape.shape)}" if shape is not None and shape.numeric else "not a tensor"
+            return _Missing(
+                f"nested output {call.key}.OUTPUT.{index}.{'.'.join(rest)}: the FX dumper saved the list "
+                f"as one file {how}, which does not hold it",
+                UnmatchedKind.BY_DESIGN,
+            )
+        if file.path in self.fx.stored:
+            return _Missing(
+                f"nested output {call.key}.OUTPUT.{index}.{rest[0]}: one of the tensors the FX dumper "
+                "stacked into one file, whose raw data tcmp watch deleted (its summary covers them all)",
+                UnmatchedKind.BY_DESIGN,
+            )
+        return _Found(file, index, element, (*notes, f"element {element} of the stacked list output {index}"))
+
+    def _written_over(self, op: GraphOp, fx: FxTensorName, run: _Run) -> Optional[FxCall]:
+        """The FX node whose output a converter that returns its input (`fx`'s node) renamed: the one call before
+        it, named nowhere in the graph, whose output is that input and whose target fits the GE op's type."""
+        cache_key = (fx.node_key, run.execution)
+        if cache_key not in self._overwritten:
+            found = None
+            over = self._aligned(run.op_name, run.execution, fx.node_key, fx.output_index, 0)
+            copy = next((f for i, j, f in over.inputs if i == 0 and j is None), None) if over is not None else None
+            if over is not None and copy is not None:
+                candidates = [
+                    c
+                    for c in self.fx.ordered()
+                    if c.key not in self.named_keys
+                    and int(c.timestamp or 0) <= int(over.timestamp or 0)
+                    and type_fits_target(op.type, c.target)
+                    and c.output(0) is not None
+                    and self.fx._same_header(c.output(0), copy)
+                ]
+                if len(candidates) > 1:
+                    candidates = [c for c in candidates if self.fx.same_content(c.output(0), copy)]
+                if len(candidates) == 1:
+                    found = candidates[0]
+                    self.written_over[fx.node_key] = found.key
+            self._overwritten[cache_key] = found
+        return self._overwritten[cache_key]
+
+    def _pattern_source(self, fx: FxTensorName, run: _Run) -> _Source:
+        """A pattern-fused node's output: the output of the replaced node it was computed by before the fusion."""
+        pattern = PATTERN_BY_FUSED[fx.target]
+        index = fx.output_index
+        replaced = pattern.outputs[index] if index is not None and index < len(pattern.outputs) else None
+        if replaced is None:
+            return _Missing(
+                f"{fx}: output {index} of {fx.target}, which torchair's pattern fusion ({pattern.source}) "
+                "made from nodes that had no such output",
+                UnmatchedKind.BY_DESIGN,
+            )
+        found = self._pattern_calls_of(fx.node_key, pattern, run.execution)
+        if found is None:
+            return _Missing(
+                f"{fx}: torchair's pattern fusion ({pattern.source}) replaced FX nodes this token's dump "
+                "does not let tcmp tell apart",
+                UnmatchedKind.BY_DESIGN,
+            )
+        anchor, consumer = found
+        call = anchor if pattern.anchor in replaced.target else consumer
+        if call is None:
+            return _Missing(
+                f"{fx}: the node torchair's pattern fusion ({pattern.source}) folded in is not in the FX dump",
+                UnmatchedKind.BY_DESIGN,
+            )
+        note = f"pattern-fused by torchair ({pattern.source}): {call.key}.OUTPUT.{replaced.index}"
+        return self._output_file(call, replaced.index, (), (note,))
+
+    def _pattern_calls_of(self, fused_key: str, pattern, execution: int) -> Optional[tuple[FxCall, Optional[FxCall]]]:
+        """The replaced anchor call (and the call that consumed its output 0) of one pattern-fused node: the n-th
+        fused node of its kind (graph order) is the n-th anchor call that no GE tensor is named after."""
+        cache_key = (fused_key, execution)
+        if cache_key not in self._pattern_calls:
+            fused = sorted({k for k in self.named_keys if k.endswith(f"-{pattern.fused}")}, key=_node_order)
+            anchors = [c for c in self.fx.by_target({pattern.anchor}) if c.key not in self.named_keys]
+            per_run = len(anchors) // max(1, len(fused))
+            rank = fused.index(fused_key) if fused_key in fused else -1
+            found = None
+            if per_run and len(anchors) == per_run * len(fused) and rank >= 0:
+                anchor = (
+                    anchors[execution * len(fused) + rank] if execution * len(fused) + rank < len(anchors) else None
+                )
+                if anchor is not None:
+                    consumer = self._consumer_of(anchor, pattern.consumer)
+                    found = (anchor, consumer)
+                    self.replaced_keys[anchor.key] = fused_key
+                    if consumer is not None:
+                        self.replaced_keys[consumer.key] = fused_key
+            self._pattern_calls[cache_key] = found
+        return self._pattern_calls[cache_key]
+
+    def _consumer_of(self, anchor: FxCall, targets) -> Optional[FxCall]:
+        out = anchor.output(0)
+        if not targets or out is None:
+            return None
+        later = [
+            c
+            for c in self.fx.by_target(set(targets))
+            if c.key not in self.named_keys and int(c.timestamp or 0) >= int(anchor.timestamp or 0)
+        ]
+        fed = [c for c in later if any(i == 0 and self.fx._same_header(f, out) for i, _, f in c.inputs)]
+        if len(fed) > 1:
+            fed = [c for c in fed if any(i == 0 and self.fx.same_content(f, out) for i, _, f in c.inputs)]
+        return fed[0] if len(fed) == 1 else None
+
+    # --- matching ----------------------------------------------------------------------------------------------
+
+    def match(self, e: GeExecution) -> None:
+        resolved = _resolve(self.view, e)
+        if resolved is not None and not resolved.fused and resolved.members[0].name != e.op_name:
+            e = replace(e, op_name=resolved.members[0].name)  # the graph's name, where the file's is sanitized
+        if resolved is None:
+            if SELF_CHECK_TYPES.search(e.op_type):
+                self.ctx.self_check(e, f"GE-inserted {e.op_type}, not in the graph")
+            else:
+                self.ctx.no_partner(
+                    e,
+                    None,
+                    None,
+                    f"no graph entry: {e.op_name!r} is neither an op of graph "
+                    f"{self.view.graph.name} nor a fusion of its ops",
+                )
+            return
+        has_fx = any(o.fx_tensor for m in resolved.members for o in m.outputs)
+        if not resolved.fused and not has_fx and SELF_CHECK_TYPES.search(e.op_type):
+            self.ctx.self_check(e, f"{e.op_type} without an FX tensor")
+            return
+        if resolved.fused:
+            _note_fusion(self.ctx.result, e, resolved)
+        stack = _stack(resolved)
+        self._inputs(e, resolved, stack)
+        self._outputs(e, resolved, stack)
+
+    def _record(self, e: GeExecution, io: IO, k: int, source: _Source, stack, extra=()) -> None:
+        if isinstance(source, _Missing):
+            if source.kind is UnmatchedKind.BY_DESIGN:
+                self.ctx.by_design(e, io, k, source.reason)
+            else:
+                self.ctx.no_partner(e, io, k, source.reason)
+            return
+        bench = self.ctx.fx_ref(source.file, IO.OUTPUT, source.index, element=source.element)
+        self.ctx.pair(e, io, k, bench, (*extra, *source.notes), stack)
+
+    def _outputs(self, e: GeExecution, resolved: _Resolved, stack: Optional[str]) -> None:
+        for j in range(len(e.outputs)):
+            if resolved.fused:
+                found, note = _fused_output(self.view, e, resolved, j)
+                if found is None:
+                    self.ctx.no_partner(e, IO.OUTPUT, j, note)
+                    continue
+                op, index = found
+                extra = (note,) if note else ()
+            else:
+                op, index, extra = resolved.members[0], j, ()
+            self._record(e, IO.OUTPUT, j, self.source(op, index, _Run(e.op_name, e.execution)), stack, extra)
+
+    def _producer(self, edge: InputEdge) -> tuple[Optional[GraphOp], int, list[str]]:
+        """The op a data edge comes from, past GE conversion ops without FX tensors (Cast/TransData a pass or GE
+        put in, whose value is the same tensor in another dtype or layout)."""
+        passed: list[str] = []
+        for _ in range(MAX_PASS_THROUGH):
+            found = self.view.producer_output(edge)
+            if found is None:
+                return None, edge.index, passed
+            producer, index = found
+            desc = producer.outputs[index] if index < len(producer.outputs) else None
+            named = desc is not None and desc.fx_tensor is not None
+            passes = (
+                SELF_CHECK_TYPES.search(producer.type)
+                and producer.inputs
+                and not any(o.fx_tensor for o in producer.outputs)
+            )
+            if named or not passes:
+                return producer, index, passed
+            passed.append(producer.name)
+            edge = producer.inputs[0]
+        return None, edge.index, passed
+
+    def _inputs(self, e: GeExecution, resolved: _Resolved, stack: Optional[str]) -> None:
+        edges = [(op, edge) for op, _, edge in _group_inputs(self.view, resolved)]
+        by_shape: list[tuple[int, GraphOp, GraphOp, str]] = []
+        for k in range(len(e.inputs)):  # (a tensor not dumped is still paired: its partner is then listed as such)
+            if k >= len(edges):
+                self.ctx.no_partner(e, IO.INPUT, k, f"GE input {k} has no data edge in the graph ({len(edges)} edges)")
+                continue
+            consumer, edge = edges[k]
+            producer, index, passed = self._producer(edge)
+            via = f"via producer edge {edge.producer}:{edge.index}" + (
+                f" (through {', '.join(passed)})" if passed else ""
+            )
+            if producer is None or producer.type in _GRAPH_INPUT_TYPES or producer.type in _CONSTANT_TYPES:
+                by_shape.append((k, consumer, producer, edge.producer))
+                continue
+            desc = producer.outputs[index] if index < len(producer.outputs) else None
+            if desc is None or desc.fx_tensor is None:
+                inner = (
+                    " (a view torchair builds inside its consumer's conversion)"
+                    if producer.type in VIEW_OP_TYPES
+                    else ""
+                )
+                source: _Source = _Missing(
+                    f"a tensor inside a converter expansion: its producer {producer.name} "
+                    f"carries no _fx_tensor_name (an inner op{inner})",
+                    UnmatchedKind.BY_DESIGN,
+                )
+            else:
+                source = self.source(producer, index, self._producer_run(producer, e))
+            self._record(e, IO.INPUT, k, source, stack, (via,))
+            if isinstance(source, _Found):
+                call = self._own_call(consumer, e)
+                if call is not None:
+                    self.fx.claim_copy(call, source.file)
+        for k, consumer, producer, name in by_shape:
+            self._input_by_shape(e, k, consumer, producer, name, stack)
+
+    def _own_call(self, op: GraphOp, e: GeExecution) -> Optional[FxCall]:
+        """The FX call a GE op's inputs are the arguments of: its own FX node's, or, for an op of a converter
+        expansion without a name, that of the named op the expansion ends in."""
+        for named in self._expansion_ends(op):
+            fx = next(o.fx_tensor for o in named.outputs if o.fx_tensor is not None)
+            run = self._downstream_run(named, e)
+            if fx.target in PATTERN_BY_FUSED and fx.node_key not in self.fx.calls:
+                found = self._pattern_calls_of(fx.node_key, PATTERN_BY_FUSED[fx.target], run.execution)
+                return found[0] if found is not None else None
+            key = fx.node_key
+            if fx.target in RETURNS_INPUT_TARGETS and not type_fits_target(named.type, fx.target):
+                producer = self._written_over(named, fx, run)
+                if producer is not None:
+                    return producer
+            if key not in self.fx.calls and fx.target == RESHAPE_TARGET:
+                key = f"{key.partition('-')[0]}-{VIEW_TARGET}"
+            return self._aligned(run.op_name, run.execution, key, fx.output_index, 0)
+        return None
+
+    def _downstream_run(self, named: GraphOp, e: GeExecution) -> _Run:
+        """The execution of `named` (the end of `e`'s expansion, or `e`'s own op) that follows execution `e`."""
+        after = [n for n in self.executions.get(named.name, ()) if n.order >= e.order]
+        return _Run(named.name, after[0].execution if after else e.execution)
+
+    def _expansion_ends(self, op: GraphOp) -> list[GraphOp]:
+        """`op` if it carries a name, else the named ops reached from it through ops without one (one only, or
+        none: an expansion is a chain ending in one node's tensors)."""
+        if any(o.fx_tensor for o in op.outputs):
+            return [op]
+        ends, seen, stack = {}, {op.name}, [op]
+        while stack and len(ends) <= 1:
+            for consumer, _ in self.view.consumers.get(stack.pop().name, ()):
+                if consumer.name in seen:
+                    continue
+                seen.add(consumer.name)
+                if any(o.fx_tensor for o in consumer.outputs):
+                    ends[next(o.fx_tensor.node_key for o in consumer.outputs if o.fx_tensor)] = consumer
+                else:
+                    stack.append(consumer)
+        return list(ends.values()) if len(ends) == 1 else []
+
+    def _input_by_shape(self, e, k: int, consumer: GraphOp, producer: Optional[GraphOp], name: str, stack) -> None:
+        """An input fed by a graph input or a constant: the FX call's argument copy of that shape nothing took."""
+        meta = e.tensor(IO.INPUT, k)
+        constant = producer is not None and producer.type in _CONSTANT_TYPES
+        what = f"constant {name}" if constant else f"graph input {name}"
+        stored = meta.stored if meta is not None else None
+        if meta is not None and meta.shape is None and stored is not None and stored.device_shape is not None:
+            self.ctx.no_partner(
+                e,
+                IO.INPUT,
+                k,
+                f"{what}: a stats CSV gives only the {stored.device_format} device "
+                f"shape {list(stored.device_shape)}, no ND shape to pair it by",
+            )
+            return
+        want = meta.shape if meta is not None else None
+        call = self._own_call(consumer, e)
+        end = next(iter(self._expansion_ends(consumer)), None)
+        if (
+            call is not None
+            and end is not consumer
+            and (consumer.type in VIEW_OP_TYPES or not type_fits_target(consumer.type, call.target))
+        ):
+            # an op without a name reads the argument of the named op it leads to only as an inner op of that
+            # node's expansion (Mul inside aten.mul's Mul+Cast); a view built inside its consumer reads the
+            # tensor before the view, and another converter's op another node's argument
+            call = None
+        if call is None:
+            ends = self._expansion_ends(consumer)
+            sym = next((o.fx_tensor for end in ends for o in end.outputs if o.fx_tensor), None)
+            if sym is not None and is_sym_target(sym.target):
+                self.ctx.by_design(
+                    e,
+                    IO.INPUT,
+                    k,
+                    f"{what} read to compute a symbolic size ({sym}) torchair adds "
+                    "(_optimize_sym_input); the FX dump has no sym node",
+                )
+            elif consumer.type in VIEW_OP_TYPES:
+                self.ctx.by_design(
+                    e,
+                    IO.INPUT,
+                    k,
+                    f"{what} read by {consumer.name}, a view torchair builds inside its "
+                    "consumer's conversion (view optimization): no FX node names it",
+                )
+            elif not any(o.fx_tensor for o in consumer.outputs):
+                why = (
+                    f"{what} read by {consumer.name}, an op of a converter expansion without a name: the FX node it "
+                    "belongs to is not known (its converter named none of the tensors it returned)"
+                )
+                self.ctx.by_design(e, IO.INPUT, k, why)
+            else:
+                self.ctx.no_partner(
+                    e, IO.INPUT, k, f"{what} feeds {consumer.name}, which has no FX call to take the input from"
+                )
+            return
+        # a constant is compared only with the float scalar argument it was made from (`x * 0.5`: Mul(x, Const))
+        scalar = want is not None and (not want or all(d == 1 for d in want)) and _is_float(meta)
+        for i, j, file in self.fx.unclaimed_inputs(call):
+            if file.kind is FileKind.FX_MIN_MAX_NPY:
+                continue
+            shape = self.fx.shape(file)
+            if (
+                shape is None
+                or not shape.numeric
+                or (constant and not (scalar and shape.shape == () and shape.kind == "f"))
+            ):
+                continue
+            if want is not None and squeezed(shape.shape) != squeezed(want):
+                continue
+            self.fx.claim(call, (i, j))
+            bench = self.ctx.fx_ref(file, IO.INPUT, i, sub_index=j)
+            where = f"INPUT.{i}" + (f".{j}" if j is not None else "")
+            self.ctx.pair(e, IO.INPUT, k, bench, (f"{what}: {call.key} {where}, the argument of its shape",), stack)
+            return
+        if constant:
+            self.ctx.by_design(
+                e,
+                IO.INPUT,
+                k,
+                f"{what}: a constant the converter made from an argument of {call.key} that is not an FX tensor",
+            )
+        elif any(f.kind is FileKind.FX_MIN_MAX_NPY for _, _, f in call.inputs):
+            self.ctx.no_partner(
+                e, IO.INPUT, k, f"{what}: the inputs of {call.key} are min/max files without shapes to tell them apart"
+            )
+        else:
+            shape = list(want) if want is not None else "?"
+            self.ctx.by_design(
+                e,
+                IO.INPUT,
+                k,
+                f"{what}: {call.key} has no positional FX input of shape {shape} left "
+                "(the FX dumper writes positional arguments only: a tensor passed as a "
+                "keyword argument is never dumped)",
+            )
+
+    def leftovers(self, files: Sequence[DumpFile]) -> dict[Path, tuple[str, UnmatchedKind]]:
+        return golden_reasons(self, files)
+
+
+def _is_float(meta) -> bool:
+    dtype = (meta.dtype or "") if meta is not None else ""
+    return "FLOAT" in dtype.upper() or "BF16" in dtype.upper() or dtype.startswith(("float", "bfloat"))
+
+
+def _node_order(key: str) -> tuple:
+    """FX node names count up (`x`, `x_1`, `x_2`, …): their order of creation, the order of the graph."""
+    node = key.partition("-")[0]
+    head, _, tail = node.rpartition("_")
+    return (0, "") if not head or not tail.isdigit() else (int(tail) + 1, head)
+
+
+__all__ = ["FxMatcher"]

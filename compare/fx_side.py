@@ -1,0 +1,177 @@
+"""One token of an FX dump as the GE → FX matcher asks about it: node calls, file headers, which input copies
+are taken, and whether two files hold the same tensor.
+
+Headers are read once, on first use (most files are read only when compared). Two files are compared byte for
+byte only where a choice depends on it — several same-shaped input copies, several candidates for a name torchair
+wrote over — so that a by-value tie-break never costs a pass over the whole dump.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from tcmp.schemas.errors import DumpError
+from tcmp.schemas.fx_dump import read_npy_header
+from tcmp.schemas.layout import DumpFile, FileKind
+from tcmp.schemas.records import TensorKind, TensorSummary
+
+from .executions import FxCall
+from .metrics import squeezed
+
+# Two files longer than this are not compared byte for byte (the choice is left open instead).
+_COMPARE_LIMIT = 256 << 20
+_CHUNK = 4 << 20
+
+
+@dataclass(frozen=True)
+class FileShape:
+    """What a file's header says: the array's shape and dtype kind (`f`, `i`, `b`, …; `O`/`U`: not a tensor)."""
+
+    shape: tuple[int, ...]
+    kind: str
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in "biufc"
+
+
+class FxSide:
+    """The FX calls of one token, with what the matcher learns about their files while it pairs."""
+
+    def __init__(self, calls: Mapping[str, tuple[FxCall, ...]], stored: Mapping[Path, TensorSummary]) -> None:
+        self.calls = calls
+        self.stored = stored
+        self._shapes: dict[Path, Optional[FileShape]] = {}
+        self._claimed: dict[tuple[str, int], set[tuple[int, Optional[int]]]] = defaultdict(set)
+        # input copies a GE input was compared through its producer instead: file -> the producer's file
+        self.copies: dict[Path, Path] = {}
+        self._ordered: Optional[list[FxCall]] = None
+
+    def call(self, key: str, index: int) -> Optional[FxCall]:
+        calls = self.calls.get(key, ())
+        return calls[index] if 0 <= index < len(calls) else None
+
+    def ordered(self) -> list[FxCall]:
+        """Every call of the token, in call order (their timestamps)."""
+        if self._ordered is None:
+            found = [c for calls in self.calls.values() for c in calls]
+            self._ordered = sorted(found, key=lambda c: (int(c.timestamp or 0), c.key))
+        return self._ordered
+
+    def by_target(self, targets) -> list[FxCall]:
+        """Every call of these targets in the token, in call order."""
+        return [c for c in self.ordered() if c.target in targets]
+
+    # --- headers ------------------------------------------------------------------------------------------------
+
+    def shape(self, file: DumpFile) -> Optional[FileShape]:
+        """The header of an FX file (the index's record when `tcmp watch` deleted it); None if unreadable."""
+        if file.path not in self._shapes:
+            self._shapes[file.path] = self._read_shape(file)
+        return self._shapes[file.path]
+
+    def _read_shape(self, file: DumpFile) -> Optional[FileShape]:
+        stored = self.stored.get(file.path)
+        if stored is not None:
+            numeric = stored.kind in (TensorKind.TENSOR, TensorKind.SCALAR)
+            return FileShape(stored.shape or (), "f" if numeric else "O") if stored.shape is not None else None
+        if file.kind is not FileKind.FX_NPY:
+            return None
+        try:
+            header = read_npy_header(file.path)
+        except DumpError:
+            return None
+        return FileShape(header.shape, header.dtype.kind)
+
+    def fits(self, file: DumpFile, shape: Optional[tuple[int, ...]]) -> bool:
+        """A numeric tensor whose shape equals `shape` up to size-1 dims (any shape when `shape` is None)."""
+        found = self.shape(file)
+        return found is not None and found.numeric and (shape is None or squeezed(found.shape) == squeezed(shape))
+
+    # --- input copies -------------------------------------------------------------------------------------------
+
+    def claimed(self, call: FxCall, position: tuple[int, Optional[int]]) -> bool:
+        return position in self._claimed[(call.key, call.call)]
+
+    def claim(self, call: FxCall, position: tuple[int, Optional[int]]) -> None:
+        self._claimed[(call.key, call.call)].add(position)
+
+    def unclaimed_inputs(self, call: FxCall):
+        return [(i, j, f) for i, j, f in call.inputs if not self.claimed(call, (i, j))]
+
+    def claim_copy(self, call: FxCall, source: DumpFile) -> None:
+        """Mark the input of `call` that is a copy of the tensor in `source` (a producer's output a GE input was
+        paired with) as taken: by shape when one input fits, by content when several do."""
+        fitting = [(i, j, f) for i, j, f in self.unclaimed_inputs(call) if self._same_header(f, source)]
+        if len(fitting) > 1:
+            fitting = [item for item in fitting if self.same_content(item[2], source)]
+        if fitting:
+            i, j, f = fitting[0]
+            self.claim(call, (i, j))
+            self.copies[f.path] = source.path
+
+    def _same_header(self, a: DumpFile, b: DumpFile) -> bool:
+        sa, sb = self.shape(a), self.shape(b)
+        return sa is not None and sb is not None and sa.numeric and sb.numeric and sa.shape == sb.shape
+
+    # --- content ------------------------------------------------------------------------------------------------
+
+    def same_content(self, a: DumpFile, b: DumpFile) -> bool:
+        """Whether two FX files hold the same tensor bytes (the index's CRC-32 where a raw file is gone); False
+        when it cannot be told."""
+        sa, sb = self.stored.get(a.path), self.stored.get(b.path)
+        if sa is not None or sb is not None:
+            crc = [s.summary.crc32 if s is not None and s.summary is not None else None for s in (sa, sb)]
+            if None in crc:
+                crc = [crc[k] if crc[k] is not None else _crc_of(f) for k, f in enumerate((a, b))]
+            return crc[0] is not None and crc[0] == crc[1]
+        return _same_payload(a.path, b.path)
+
+
+def _payload(path: Path) -> Optional[tuple[int, int]]:
+    try:
+        header = read_npy_header(path)
+    except DumpError:
+        return None
+    if header.data_nbytes is None:
+        return None
+    return header.data_offset, header.data_nbytes
+
+
+def _same_payload(a: Path, b: Path) -> bool:
+    pa, pb = _payload(a), _payload(b)
+    if pa is None or pb is None or pa[1] != pb[1] or pa[1] > _COMPARE_LIMIT:
+        return False
+    try:
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            done = 0
+            while done < pa[1]:
+                size = min(_CHUNK, pa[1] - done)
+                if os.pread(fa.fileno(), size, pa[0] + done) != os.pread(fb.fileno(), size, pb[0] + done):
+                    return False
+                done += size
+    except OSError:
+        return False
+    return True
+
+
+def _crc_of(file: DumpFile) -> Optional[int]:
+    """CRC-32 of a raw FX file's canonical bytes, as the index stores it."""
+    from .summary import summarize  # the one definition of the index's CRC
+
+    try:
+        header = read_npy_header(file.path)
+        if header.data_nbytes is None:
+            return None
+        array = np.load(file.path, allow_pickle=False)
+    except (DumpError, OSError, ValueError):
+        return None
+    summary = summarize(array, with_crc=True)
+    return summary.crc32
