@@ -25,6 +25,8 @@ app = typer.Typer(
     "and compare a GE graph-mode dump against its golden.",
     no_args_is_help=True,
     add_completion=False,
+    # click's own help layout: rich's option table cuts long option names at 80 columns (`--target_path,--tar…`)
+    rich_markup_mode=None,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -68,6 +70,7 @@ def _progress(percent: bool = False):
         TimeRemainingColumn(),
         console=err,
         transient=True,
+        disable=not err.is_terminal,  # a log file gets no bar (and no blank line where it was)
     )
 
 
