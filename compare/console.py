@@ -61,9 +61,10 @@ def _verdict(row: Row) -> str:
     return f"{row.result.value}/{'Yes' if row.accuracy_reached else 'No'}"
 
 
-def _worst(console: Console, rows: Sequence[Row], mode: Mode) -> None:
+def _worst(console: Console, rows: Sequence[Row], mode: Mode, one_sided: int) -> None:
     order = {Mode.TENSOR: "lowest Cosine", Mode.STATISTICS: "largest NormRelativeErr", Mode.MD5: "CRC-32"}[mode]
-    say(console, f"  worst rows (NaN/inf on one side first, then {order}):")
+    first = f"NaN/inf on one side first ({one_sided} row{'s' if one_sided != 1 else ''})" if one_sided else ""
+    say(console, f"  worst rows ({first + ', then ' if first else 'by '}{order}):")
     api_width = max(len(r.pair.api_name) for r in rows)
     token_width = max(len(str(r.pair.token)) for r in rows)
     for row in rows:
@@ -160,7 +161,7 @@ def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
         say(console, f"  rows from raw data: {c.rows_from_raw}, from the tcmp index: {c.rows_from_index}")
     _divergences(console, rank)
     if rank.worst:
-        _worst(console, rank.worst[:WORST_SHOWN], mode)
+        _worst(console, rank.worst[:WORST_SHOWN], mode, c.nan_inf_one_side)
     report = rank.report
     if report is not None:
         say(console, f"  report: {escape(str(report.csv))}" + (f" (+ {report.xlsx.name})" if report.xlsx else ""))

@@ -92,6 +92,7 @@ class Counts:
     unmatched_no_partner: int = 0
     unmatched_unreadable: int = 0
     rows_from_index: int = 0
+    nan_inf_one_side: int = 0  # rows with NaN/inf on one side only (where one appears, and all it spreads to)
 
     @property
     def rows_from_raw(self) -> int:
@@ -114,6 +115,7 @@ class Counts:
             "unmatched_unreadable": self.unmatched_unreadable,
             "rows_from_index": self.rows_from_index,
             "rows_from_raw": self.rows_from_raw,
+            "nan_inf_one_side": self.nan_inf_one_side,
         }
 
 
@@ -481,6 +483,7 @@ def _count(rows: Sequence[Row]) -> Counts:
         failed=results.count(Result.FAIL),
         not_compared=results.count(Result.NA),
         rows_from_index=sum(r.from_index for r in rows),
+        nan_inf_one_side=sum(r.nan_inf_one_side for r in rows),
     )
 
 

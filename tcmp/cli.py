@@ -238,7 +238,9 @@ def demo(
 
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="tcmp-demo-"))
     try:
-        demo_result = run_demo(root, jobs=jobs, progress=lambda message: err.print(message, highlight=False))
+        demo_result = run_demo(
+            root, jobs=jobs, progress=lambda message: err.print(message, highlight=False, soft_wrap=True)
+        )
     except DemoError as exc:
         raise _fail(str(exc)) from None
     replay, index = demo_result.replay, demo_result.index

@@ -92,6 +92,10 @@ def test_the_nan_origin_heads_the_worst_rows_shown(compared, width, terminal):
     output = render(compared, width, terminal)
     assert first_worst_row(output)[:2] == ["1", f"{NAN_OP}.output.0"]
     assert "NPU 4 NaN" in output  # [16, 64]: the synthetic writer sets every 256th element NaN
+    (rank,) = compared.ranks
+    spread = sum(r.nan_inf_one_side for r in rank.rows)
+    assert spread > 10 and f"NaN/inf on one side first ({spread} rows)" in " ".join(output.split())
+    assert json.loads(rank.report.summary.read_text())["counts"]["nan_inf_one_side"] == spread
 
 
 def test_a_wide_console_shows_the_worst_rows_as_a_table(compared):
