@@ -285,6 +285,8 @@ def _stats(loaded: Optional[Loaded]) -> TensorStats:
         s.mean if s else None,
         s.l2norm if s else None,
         crc_hex(s.crc32) if s else None,
+        s.nan_count if s else None,
+        s.inf_count if s else None,
     )
 
 

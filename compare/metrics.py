@@ -356,7 +356,7 @@ def _cosine(dot: float, nn: float, bb: float, messages: list[str]) -> tuple[Cell
 @dataclass(frozen=True)
 class StatDiff:
     diff: Cell  # n - b
-    relative: Cell  # |n - b| / |b| as a fraction (reports print it as a percentage); inf when b = 0 != n
+    relative: Cell  # |n - b| / |b| as a fraction (the xlsx shows it as a percentage); inf when b = 0 != n
 
 
 @dataclass(frozen=True)

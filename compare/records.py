@@ -119,6 +119,8 @@ class TensorStats:
     mean: Optional[float]
     l2norm: Optional[float]
     crc32: Optional[str]
+    nan_count: Optional[int] = None  # None: the source does not say (a stats CSV without the column)
+    inf_count: Optional[int] = None
 
 
 @dataclass(frozen=True)

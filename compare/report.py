@@ -16,20 +16,19 @@ import contextlib
 import csv
 import json
 import os
-import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from tcmp.schemas.files import create_temporary
+
 from .metrics import Mode
 from .run import CompareResult, Divergence, RankResult
-from .table import UNMATCHED_COLUMNS, RenderedRows, columns, row_cells
-from .verdict import Colour
+from .table import UNMATCHED_COLUMNS, RenderedRows, columns, row_cells, typed
+from .xlsx import XlsxStream
 
 PREFIX = "tcmp_compare"
-_FILLS = {Colour.RED: "#FF0000", Colour.YELLOW: "#FFFF00", Colour.GREEN: "#C6EFCE"}
 
 
 @dataclass(frozen=True)
@@ -50,9 +49,9 @@ def _free_stem(directory: Path, stem: str) -> str:
 
 
 def _temporary(directory: Path) -> Path:
-    handle, temp = tempfile.mkstemp(dir=directory, prefix=".tcmp-", suffix=".part")
+    handle, temp = create_temporary(directory, ".tcmp-", ".part")  # readable as the umask allows, not 0600
     os.close(handle)
-    return Path(temp)
+    return temp
 
 
 class RankWriter:
@@ -75,7 +74,7 @@ class RankWriter:
         self._unmatched_handle = open(self.temp["unmatched"], "w", newline="", encoding="utf-8")  # noqa: SIM115
         self._unmatched = csv.writer(self._unmatched_handle)
         self._unmatched.writerow(UNMATCHED_COLUMNS)
-        self._xlsx = _XlsxStream(self.temp["xlsx"], columns(mode)) if highlight else None
+        self._xlsx = XlsxStream(self.temp["xlsx"], columns(mode)) if highlight else None
 
     def add_rows(self, rows: RenderedRows) -> None:
         """Rendered rows, in table order (the CSV writer's own text: the bytes `csv.writer` would write)."""
@@ -100,41 +99,6 @@ class RankWriter:
     def report(self) -> WrittenReport:
         f = self.final
         return WrittenReport(self.rank, f["csv"], f["unmatched"], f["summary"], f.get("xlsx"))
-
-
-class _XlsxStream:
-    """xlsxwriter in constant-memory mode: rows go to disk as they are written; whole-row fills by colour."""
-
-    LIMIT = 1_048_575  # data rows per sheet
-
-    def __init__(self, path: Path, header: Sequence[str]) -> None:
-        import xlsxwriter
-
-        self.book = xlsxwriter.Workbook(
-            str(path), {"constant_memory": True, "strings_to_numbers": False, "strings_to_formulas": False}
-        )
-        self.header = header
-        self.bold = self.book.add_format({"bold": True})
-        self.fills = {c: self.book.add_format({"bg_color": colour, "pattern": 1}) for c, colour in _FILLS.items()}
-        self.sheet, self.row, self.part = None, 0, 0
-        self._new_sheet()
-
-    def _new_sheet(self) -> None:
-        self.sheet = self.book.add_worksheet("Sheet1" if self.part == 0 else f"part_{self.part}")
-        self.sheet.write_row(0, 0, self.header, self.bold)
-        self.sheet.freeze_panes(1, 0)
-        self.row = 0
-        self.part += 1
-
-    def add(self, cells: Sequence[str], colour: Colour) -> None:
-        if self.row >= self.LIMIT:
-            self._new_sheet()
-        self.row += 1
-        self.sheet.set_row(self.row, None, self.fills[colour])
-        self.sheet.write_row(self.row, 0, cells)
-
-    def close(self) -> None:
-        self.book.close()
 
 
 class ReportSet:
@@ -184,6 +148,12 @@ def _divergence_json(d: Divergence) -> dict:
     }
 
 
+def _row_json(header: tuple[str, ...], cells: list[str]) -> dict:
+    """A row as the CSV has it, its numbers as JSON numbers (`N/A` as null; `NaN` and `inf` as the CSV's text:
+    JSON has no such numbers)."""
+    return dict(zip(header, typed(header, cells)))
+
+
 def summary_json(result: CompareResult, rank: RankResult) -> dict:
     return {
         "complete": True,
@@ -200,7 +170,7 @@ def summary_json(result: CompareResult, rank: RankResult) -> dict:
             "only_in_unmatched": rank.ops_unmatched_only,
         },
         "first_divergence": [_divergence_json(d) for d in rank.divergences],
-        "worst_rows": [dict(zip(columns(result.mode), row_cells(r, result.mode))) for r in rank.worst],
+        "worst_rows": [_row_json(columns(result.mode), row_cells(r, result.mode)) for r in rank.worst],
         "thresholds": result.options.thresholds.__dict__,
         "notes": list(result.notes),
     }

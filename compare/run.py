@@ -7,7 +7,6 @@ import bisect
 import enum
 import functools
 import gc
-import heapq
 import math
 import multiprocessing
 import multiprocessing.queues
@@ -35,14 +34,13 @@ from .evaluate import TensorLoader, evaluate
 from .executions import fx_calls, ge_executions
 from .fusion import GraphView
 from .match import match_token
-from .metrics import NA, Mode, fused_loop_built
+from .metrics import Mode, fused_loop_built
 from .prefetch import read_ahead, read_headers_ahead
 from .progress import REPORT_INTERVAL_S, ProgressCallback, ProgressTracker, UnitReport, init_worker, worker_report
+from .ranking import worst as worst_rows
 from .records import Pair, Role, Row, Unmatched, UnmatchedKind
 from .table import RenderedRows, render_rows, render_unmatched
 from .verdict import Result, Thresholds, colour, magnitude_jump
-
-WORST_ROWS = 10
 
 
 class DataMode(str, enum.Enum):
@@ -94,6 +92,7 @@ class Counts:
     unmatched_no_partner: int = 0
     unmatched_unreadable: int = 0
     rows_from_index: int = 0
+    nan_inf_one_side: int = 0  # rows with NaN/inf on one side only (where one appears, and all it spreads to)
 
     @property
     def rows_from_raw(self) -> int:
@@ -116,6 +115,7 @@ class Counts:
             "unmatched_unreadable": self.unmatched_unreadable,
             "rows_from_index": self.rows_from_index,
             "rows_from_raw": self.rows_from_raw,
+            "nan_inf_one_side": self.nan_inf_one_side,
         }
 
 
@@ -316,7 +316,7 @@ def _plan_unit(unit: _Unit, keep_rows: bool) -> Union[_Plan, _UnitResult]:
             for e in executions
         )  # fmt: skip
         leftovers = _golden_leftovers(golden.files, {}) if golden is not None else []
-        batch = UnmatchedBatch.of((*problems, *unmatched, *leftovers), keep_rows)
+        batch = UnmatchedBatch.of((*problems, *_graph_names(unmatched, view), *leftovers), keep_rows)
         return _UnitResult(_NO_ROWS, Counts(), (), batch, len(executions), 0, None)
     golden_executions: tuple = ()
     if unit.kind is GoldenKind.FX:
@@ -342,12 +342,25 @@ def _plan_unit(unit: _Unit, keep_rows: bool) -> Union[_Plan, _UnitResult]:
         result.partner_not_dumped,
         result.golden_reasons,
     )
+    target_unmatched = _graph_names(result.unmatched, view)
     return _Plan(
         pairs=tuple(result.pairs),
         headers={h.path: h for e in (*executions, *golden_executions) for h in e.headers},
-        unmatched=UnmatchedBatch.of((*problems, *result.unmatched, *leftovers), keep_rows),
+        unmatched=UnmatchedBatch.of((*problems, *target_unmatched, *leftovers), keep_rows),
         target_ops=len(executions),
     )
+
+
+def _graph_names(items: Sequence[Unmatched], view: Optional[GraphView]) -> list[Unmatched]:
+    """Target items named by the graph, as the table names ops: a file whose header could not be read is only
+    known by its file name, which spells the op name sanitized (`layers_1_MatMul_1` for `layers.1/MatMul_1`)."""
+    if view is None:
+        return list(items)
+    named = []
+    for u in items:
+        op = view.op(u.op_name) if u.role is Role.TARGET else None
+        named.append(replace(u, op_name=op.name) if op is not None and op.name != u.op_name else u)
+    return named
 
 
 @dataclass(frozen=True)
@@ -384,7 +397,7 @@ def _compare_pairs(
     return _Compared(
         table=render_rows(rows, mode),
         counts=_count(rows),
-        worst=_worst(rows),
+        worst=worst_rows(rows),
         ops=len({r.pair.order for r in rows}),
         divergence=divergence,
         failing=failing,
@@ -407,7 +420,7 @@ def _unit_result(unit: _Unit, plan: _Plan, parts: Sequence[_Compared]) -> _UnitR
     return _UnitResult(
         table=RenderedRows.joined([p.table for p in parts]),
         counts=functools.reduce(Counts.plus, (p.counts for p in parts), Counts()),
-        worst=tuple(heapq.nlargest(WORST_ROWS, (r for p in parts for r in p.worst), key=_severity)),
+        worst=worst_rows(r for p in parts for r in p.worst),
         unmatched=plan.unmatched,
         target_ops=plan.target_ops,
         ops_in_rows=sum(p.ops for p in parts),
@@ -485,12 +498,8 @@ def _count(rows: Sequence[Row]) -> Counts:
         failed=results.count(Result.FAIL),
         not_compared=results.count(Result.NA),
         rows_from_index=sum(r.from_index for r in rows),
+        nan_inf_one_side=sum(r.nan_inf_one_side for r in rows),
     )
-
-
-def _worst(rows: Sequence[Row]) -> tuple[Row, ...]:
-    failing = (r for r in rows if r.result is Result.FAIL)
-    return tuple(heapq.nlargest(WORST_ROWS, failing, key=_severity))
 
 
 def _resolve_mode(mode: DataMode, inputs: CompareInputs) -> tuple[Mode, str]:
@@ -657,22 +666,6 @@ def _first_divergence(rows: Sequence[Row]) -> tuple[Optional[Divergence], bool]:
     return None, failing
 
 
-def _severity(row: Row) -> tuple:
-    """Worst first: NaN/inf on one side only, then the lowest cosine (tensor mode) or the largest L2-norm relative
-    error (statistics mode), then the largest max relative error."""
-
-    def num(cell) -> float:
-        return cell if isinstance(cell, float) and not math.isnan(cell) else -math.inf
-
-    if row.tensor is not None:
-        cosine = row.tensor.cosine
-        cosine = -2.0 if cosine is NA or (isinstance(cosine, float) and math.isnan(cosine)) else cosine
-        return (row.nan_inf_one_side, -cosine, num(row.tensor.max_relative_err))
-    if row.statistics is not None:
-        return (row.nan_inf_one_side, num(row.statistics.l2norm.relative), num(row.statistics.max.relative))
-    return (row.nan_inf_one_side, 0.0, 0.0)
-
-
 class _RankAccumulator:
     """What is kept of a rank while its rows stream past: counts, the worst rows, divergences."""
 
@@ -693,7 +686,7 @@ class _RankAccumulator:
 
     def add_unit(self, result: _UnitResult) -> None:
         self.counts = self.counts.plus(result.counts)
-        self.worst = heapq.nlargest(WORST_ROWS, [*self.worst, *result.worst], key=_severity)
+        self.worst = list(worst_rows([*self.worst, *result.worst]))
         if self.writer is not None:
             self.writer.add_rows(result.table)
         self.rows.extend(result.rows)

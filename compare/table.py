@@ -1,6 +1,12 @@
 """The cells of the result table (spec/compare-decisions.md "Columns"): column names per data mode, and a row
-rendered to strings with tcmp's cell vocabulary (`N/A`, `NaN`, `inf`/`-inf`, percentages), text escaped against
-CSV/spreadsheet formula injection."""
+rendered to strings with tcmp's cell vocabulary (`N/A`, `NaN`, `inf`/`-inf`, numbers), text escaped against
+CSV/spreadsheet formula injection.
+
+Every metric cell of every mode is a plain number written with `SIGNIFICANT_DIGITS` significant digits, relative
+errors as fractions (msprobe writes statistics-mode relative errors as strings such as `'3.0255%'`; a column name
+then means the same thing in every mode), never `-0`. `typed` turns a rendered row back into numbers for the
+xlsx and the summary JSON, so they hold the same values the CSV does.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +16,9 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
-from .metrics import NA, Cell, Mode
+from .metrics import NA, Mode
 from .records import Row, Unmatched
 from .verdict import Colour
 
@@ -28,25 +34,35 @@ MD5_COLUMNS = ("NPU MD5", "BENCH MD5")
 STATS_COLUMNS = (
     "NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
 )  # fmt: skip
+# after msprobe's eight statistics columns, which keep their names and their order: max, min, mean and l2norm are
+# taken over the finite values, so a NaN shows only here
+NAN_INF_COLUMNS = ("NPU NaN count", "NPU inf count", "Bench NaN count", "Bench inf count")
 LEADING = (
     "Token", "Rank", "API Name", "Stack Info", "Data Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
     "Bench Tensor Shape",
 )  # fmt: skip
 TRAILING = ("Result", "Accuracy Reached or Not", "Err_message")
 UNMATCHED_COLUMNS = ("Side", "Token", "Rank", "Op Name", "Op Type", "IO", "Index", "Path", "Kind", "Reason")
+STATISTICS_RELATIVE_COLUMNS = frozenset(STATISTICS_COLUMNS[4:])  # the ones the xlsx shows as percentages
+_INTEGER_COLUMNS = frozenset(("Token", "Rank", *NAN_INF_COLUMNS))
+_NUMBER_COLUMNS = frozenset((*TENSOR_COLUMNS[:6], *STATISTICS_COLUMNS, *STATS_COLUMNS, *_INTEGER_COLUMNS))
+SIGNIFICANT_DIGITS = 8  # tells 0.9999 from 1 and 0.0099999996 from 0.01; a float32 value to its last digit or so
+MESSAGE_SEPARATOR = "; "
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+Typed = Union[str, float, int, None]
 
 
 def columns(mode: Mode) -> tuple[str, ...]:
     if mode is Mode.TENSOR:
-        return LEADING + TENSOR_COLUMNS + STATS_COLUMNS + TRAILING
+        return LEADING + TENSOR_COLUMNS + STATS_COLUMNS + NAN_INF_COLUMNS + TRAILING
     if mode is Mode.STATISTICS:
-        return LEADING + STATISTICS_COLUMNS + STATS_COLUMNS + TRAILING
+        return LEADING + STATISTICS_COLUMNS + STATS_COLUMNS + NAN_INF_COLUMNS + TRAILING
     return LEADING + MD5_COLUMNS + TRAILING
 
 
 def number(value: Optional[float]) -> str:
-    """A float cell: `N/A` when unknown, `NaN`, `inf` / `-inf`, else Python's shortest round-trip form."""
+    """A float cell: `N/A` when unknown, `NaN`, `inf` / `-inf`, else `SIGNIFICANT_DIGITS` significant digits
+    (trailing zeros dropped; `0`, never `-0`)."""
     if value is None or value is NA:
         return "N/A"
     if isinstance(value, bool):
@@ -55,15 +71,13 @@ def number(value: Optional[float]) -> str:
         return "NaN"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return repr(float(value))
+    if value == 0:
+        return "0"  # also -0.0
+    return f"{float(value):.{SIGNIFICANT_DIGITS}g}"
 
 
-def percent(value: Cell) -> str:
-    if value is NA:
-        return "N/A"
-    if math.isnan(value) or math.isinf(value):
-        return number(value)
-    return f"{value * 100!r}%"
+def count(value: Optional[int]) -> str:
+    return "N/A" if value is None else str(value)
 
 
 def text(value: str) -> str:
@@ -98,14 +112,36 @@ def row_cells(row: Row, mode: Mode) -> list[str]:
             cells += ["N/A"] * 8
         else:
             cells += [number(d.diff) for d in row.statistics.diffs]
-            cells += [percent(d.relative) for d in row.statistics.diffs]
+            cells += [number(d.relative) for d in row.statistics.diffs]
     else:
         cells += [row.npu.crc32 or "N/A", row.bench.crc32 or "N/A"]
     if mode is not Mode.MD5:
         for stats in (row.npu, row.bench):
             cells += [number(stats.max), number(stats.min), number(stats.mean), number(stats.l2norm)]
-    cells += [row.result.value, "Yes" if row.accuracy_reached else "No", text(" ".join(row.messages))]
+        cells += [count(row.npu.nan_count), count(row.npu.inf_count), count(row.bench.nan_count),
+                  count(row.bench.inf_count)]  # fmt: skip
+    cells += [row.result.value, "Yes" if row.accuracy_reached else "No", text(message(row))]
     return cells
+
+
+def message(row: Row) -> str:
+    """The row's Err_message: its parts (sentences and notes from different checks) joined by "; ", each but the
+    last without its full stop."""
+    parts = [p[:-1] if p.endswith(".") and not p.endswith("..") else p for p in row.messages[:-1]]
+    return MESSAGE_SEPARATOR.join((*parts, *row.messages[-1:]))
+
+
+def typed(header: Sequence[str], cells: Sequence[str]) -> list[Typed]:
+    """A rendered row's cells as values: numbers in the number columns (int for tokens, ranks and counts), `None`
+    for `N/A`; `NaN` and `inf` stay text (neither JSON nor a spreadsheet has them), and so does every text column
+    (an MD5 or an API name that looks like a number included)."""
+    values: list[Typed] = []
+    for name, cell in zip(header, cells):
+        if name not in _NUMBER_COLUMNS or not _NUMBER.match(cell):
+            values.append(None if cell == "N/A" and name in _NUMBER_COLUMNS else cell)
+        else:
+            values.append(int(cell) if name in _INTEGER_COLUMNS else float(cell))
+    return values
 
 
 def unmatched_cells(u: Unmatched) -> list[str]:

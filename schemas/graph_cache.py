@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
+from .files import create_temporary
 from .graph import Graph, GraphOp, read_graph
 from .layout import INDEX_DIR
 
@@ -61,7 +61,7 @@ def _write_cached(path: Path, key: str, graph: Graph) -> None:
     for directory in _directories(path):
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            handle, temp = tempfile.mkstemp(dir=directory, prefix=".graph-", suffix=".part")
+            handle, temp = create_temporary(directory, ".graph-", ".part")  # readable as the umask allows
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(text)
             os.replace(temp, directory / f"{key}.json")

@@ -25,6 +25,8 @@ app = typer.Typer(
     "and compare a GE graph-mode dump against its golden.",
     no_args_is_help=True,
     add_completion=False,
+    # click's own help layout: rich's option table cuts long option names at 80 columns (`--target_path,--tar…`)
+    rich_markup_mode=None,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -68,6 +70,7 @@ def _progress(percent: bool = False):
         TimeRemainingColumn(),
         console=err,
         transient=True,
+        disable=not err.is_terminal,  # a log file gets no bar (and no blank line where it was)
     )
 
 
@@ -235,7 +238,9 @@ def demo(
 
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="tcmp-demo-"))
     try:
-        demo_result = run_demo(root, jobs=jobs, progress=lambda message: err.print(message, highlight=False))
+        demo_result = run_demo(
+            root, jobs=jobs, progress=lambda message: err.print(message, highlight=False, soft_wrap=True)
+        )
     except DemoError as exc:
         raise _fail(str(exc)) from None
     replay, index = demo_result.replay, demo_result.index

@@ -112,12 +112,12 @@ def test_an_unforeseen_error_exits_3_with_one_line(scenario, tmp_path, monkeypat
 
 
 def test_no_partial_report_when_the_compare_fails(cli, scenario, tmp_path, monkeypatch):
-    import tcmp.compare.report as report
+    import tcmp.compare.xlsx as xlsx
 
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(report._XlsxStream, "close", broken)
+    monkeypatch.setattr(xlsx.XlsxStream, "close", broken)
     result = compare(cli, scenario, "--output_path", str(tmp_path), "--highlight")
     assert result.exit_code == 3 and "No space left" in result.stderr
     assert list(tmp_path.iterdir()) == []  # nothing half-written that looks like a report

@@ -379,6 +379,17 @@ def test_worst_rows_put_one_sided_nan_and_inf_first(fx_scenarios, mode):
     assert {r.pair.op_name for r in rank.worst if not r.nan_inf_one_side} <= {"layers.1/MatMul_1", "ConcatV2_big"}
 
 
+def test_unreadable_target_files_are_listed_under_their_graph_names(fx_scenarios):
+    """A file whose header cannot be read is known by its file name, which spells the op sanitized
+    (`layers_1_Cast_1`); the unmatched list names it as the table and the graph do (issue 18, item 19)."""
+    scenario = fx_scenarios[FxEra.RANKED]
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
+    (rank,) = result.ranks
+    unreadable = {(u.token, u.op_name) for u in rank.unmatched if u.kind is UnmatchedKind.UNREADABLE}
+    expected = {(t, f.op) for f in FAULTS if f.kind in (FaultKind.TRUNCATE, FaultKind.CORRUPT_HEADER) for t in f.tokens}
+    assert unreadable == expected == {(0, "Gelu_0"), (1, "layers.1/Cast_1")}
+
+
 @pytest.mark.parametrize("writer", ["aicpu", "adump", "adump_after_default"])
 def test_summary_only_inputs_take_part_in_statistics_mode(tmp_path, writer):
     """Stats CSVs as each CANN writer writes them (the adump one after it wrote the default selection: a header

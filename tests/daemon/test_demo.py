@@ -59,7 +59,7 @@ def test_needs_a_directory_of_its_own(tmp_path):
 def test_cli(cli, tmp_path):
     result = cli("demo", tmp_path / "demo", "--jobs", "1")
     assert result.exit_code == 0, result.output
-    assert "first divergence in token 0: layers.1/MatMul_1" in result.stdout
+    assert "first divergence in tokens 0-1: layers.1/MatMul_1" in result.stdout  # one line for both tokens
     assert "1 recorded as failed" in result.stdout and "kept raw:" in result.stdout
     assert "starting `tcmp watch" in result.stderr
     taken = cli("demo", tmp_path / "demo")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -52,3 +54,15 @@ def test_read_only_dump_directory_uses_the_user_cache(graph_file, tmp_path, monk
     blocker.write_text("a file where the cache directory would go")
     graph_cache.load_graph(graph_file)
     assert list((tmp_path / "user-cache" / "tcmp" / "graphs").glob("*.json"))
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_cache_entries_get_the_mode_the_umask_gives(graph_file, mask, mode):
+    """Colleagues reading the same dump reuse the entry (issue 18, item 6): not mkstemp's 0600 whatever the umask."""
+    previous = os.umask(mask)
+    try:
+        graph_cache.load_graph(graph_file)
+    finally:
+        os.umask(previous)
+    (entry,) = (graph_file.parent / ".tcmp" / "graphs").iterdir()  # no temporary left beside it
+    assert stat.S_IMODE(entry.stat().st_mode) == mode

@@ -1,0 +1,76 @@
+"""The highlighted report (`--highlight`): the CSV's rows in an .xlsx, each row filled by its colour
+(spec/compare-decisions.md "Colours"), numbers stored as numbers (Excel sorts and filters them as numbers), the
+header frozen and filterable, columns as wide as what they hold. Statistics relative errors are shown as
+percentages; the stored value is the fraction the CSV holds.
+
+xlsxwriter in constant-memory mode: rows go to disk as they are written, so a report of a million rows takes no
+more memory than one of ten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from .table import STATISTICS_RELATIVE_COLUMNS, typed
+from .verdict import Colour
+
+FILLS = {Colour.RED: "#FF0000", Colour.YELLOW: "#FFFF00", Colour.GREEN: "#C6EFCE"}
+PERCENT = "0.00####%"
+WIDTH_LIMIT = 80  # characters: a long Data Name or Err_message shows its start, the rest is in the cell
+WIDTH_SAMPLE = 2000  # rows measured per sheet for the column widths
+
+
+class XlsxStream:
+    """Rows in, an .xlsx out; a sheet holds at most `LIMIT` rows, the rest go to further sheets."""
+
+    LIMIT = 1_048_575  # data rows per sheet
+
+    def __init__(self, path: Path, header: Sequence[str]) -> None:
+        import xlsxwriter
+
+        self.book = xlsxwriter.Workbook(
+            str(path), {"constant_memory": True, "strings_to_numbers": False, "strings_to_formulas": False}
+        )
+        self.header = tuple(header)
+        self.percent = frozenset(i for i, name in enumerate(self.header) if name in STATISTICS_RELATIVE_COLUMNS)
+        self.bold = self.book.add_format({"bold": True})
+        self.fills = {c: self.book.add_format({"bg_color": rgb, "pattern": 1}) for c, rgb in FILLS.items()}
+        self.percent_fills = {
+            c: self.book.add_format({"bg_color": rgb, "pattern": 1, "num_format": PERCENT}) for c, rgb in FILLS.items()
+        }
+        self.sheet, self.row, self.part = None, 0, 0
+        self.widths: list[int] = []
+        self._new_sheet()
+
+    def _new_sheet(self) -> None:
+        if self.sheet is not None:
+            self._finish_sheet()
+        self.sheet = self.book.add_worksheet("Sheet1" if self.part == 0 else f"part_{self.part}")
+        self.sheet.write_row(0, 0, self.header, self.bold)
+        self.sheet.freeze_panes(1, 0)
+        self.widths = [len(name) + 3 for name in self.header]  # room for the filter button
+        self.row = 0
+        self.part += 1
+
+    def add(self, cells: Sequence[str], colour: Colour) -> None:
+        if self.row >= self.LIMIT:
+            self._new_sheet()
+        self.row += 1
+        fill, percent_fill = self.fills[colour], self.percent_fills[colour]
+        for column, value in enumerate(typed(self.header, cells)):
+            if isinstance(value, (int, float)):
+                self.sheet.write_number(self.row, column, value, percent_fill if column in self.percent else fill)
+            else:  # text, `N/A`, `NaN`, `inf`: as the CSV writes them
+                self.sheet.write_string(self.row, column, "N/A" if value is None else value, fill)
+        if self.row <= WIDTH_SAMPLE:
+            self.widths = [max(w, len(cell) + 1) for w, cell in zip(self.widths, cells)]
+
+    def _finish_sheet(self) -> None:
+        for column, width in enumerate(self.widths):
+            self.sheet.set_column(column, column, min(width, WIDTH_LIMIT))
+        self.sheet.autofilter(0, 0, max(self.row, 1), len(self.header) - 1)
+
+    def close(self) -> None:
+        self._finish_sheet()
+        self.book.close()
