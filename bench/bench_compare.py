@@ -45,6 +45,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 from baseline import drop_cache, read_plainly
 from lean_floor import lean_floor
@@ -219,6 +220,19 @@ def main() -> int:
             results[(mode, jobs)] = (statistics.median(times), peak_memory)
             print(done.stdout.splitlines()[1] if len(done.stdout.splitlines()) > 1 else done.stdout)
 
+        def tensor_compare(out: Path) -> Optional[float]:
+            """One tensor-mode compare on every core: its wall time (None, after printing why, if it failed)."""
+            shutil.rmtree(out, ignore_errors=True)
+            elapsed, _, done = run_measured(
+                [*tcmp, "compare", "-m", "torchair", "-tp", str(target), "-gp", str(golden), "-o", str(out),
+                 "--data-mode", "tensor", "--jobs", str(cores)],
+                sample_memory=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                print(done.stdout, done.stderr)
+                return None
+            return elapsed
+
         # The first compare of a dump parses its graph files; later ones find them in the graph cache.
         cache_dirs = [g.parent / ".tcmp" / "graphs" for g in target.rglob("dynamo_*.txt")]
         first_runs, second_runs = [], []
@@ -226,15 +240,8 @@ def main() -> int:
             for directory in cache_dirs:
                 shutil.rmtree(directory, ignore_errors=True)
             for runs_list in (first_runs, second_runs):
-                out = work / "report_first"
-                shutil.rmtree(out, ignore_errors=True)
-                elapsed, _, done = run_measured(
-                    [*tcmp, "compare", "-m", "torchair", "-tp", str(target), "-gp", str(golden), "-o", str(out),
-                     "--data-mode", "tensor", "--jobs", str(cores)],
-                    sample_memory=False,
-                )  # fmt: skip
-                if done.returncode != 0:
-                    print(done.stdout, done.stderr)
+                elapsed = tensor_compare(work / "report_first")
+                if elapsed is None:
                     return 1
                 runs_list.append(elapsed)
         first, second = statistics.median(first_runs), statistics.median(second_runs)
@@ -247,15 +254,8 @@ def main() -> int:
             read_all([target, golden])
             cold_reads.append(time.perf_counter() - start)
             drop_from_cache([target, golden])
-            out = work / "report_cold"
-            shutil.rmtree(out, ignore_errors=True)
-            elapsed, _, done = run_measured(
-                [*tcmp, "compare", "-m", "torchair", "-tp", str(target), "-gp", str(golden), "-o", str(out),
-                 "--data-mode", "tensor", "--jobs", str(cores)],
-                sample_memory=False,
-            )  # fmt: skip
-            if done.returncode != 0:
-                print(done.stdout, done.stderr)
+            elapsed = tensor_compare(work / "report_cold")
+            if elapsed is None:
                 return 1
             cold_compares.append(elapsed)
         cold_read, cold_compare = statistics.median(cold_reads), statistics.median(cold_compares)
