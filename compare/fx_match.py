@@ -532,18 +532,32 @@ class FxMatcher:
             return
         # a constant is compared only with the float scalar argument it was made from (`x * 0.5`: Mul(x, Const))
         scalar = want is not None and (not want or all(d == 1 for d in want)) and _is_float(meta)
+        fitting = []
         for i, j, file in self.fx.unclaimed_inputs(call):
-            if file.kind is FileKind.FX_MIN_MAX_NPY:
+            shape = self.fx.shape(file) if file.kind is not FileKind.FX_MIN_MAX_NPY else None
+            if shape is None or not shape.numeric:
                 continue
-            shape = self.fx.shape(file)
-            if (
-                shape is None
-                or not shape.numeric
-                or (constant and not (scalar and shape.shape == () and shape.kind == "f"))
-            ):
+            if constant and not (scalar and shape.shape == () and shape.kind == "f"):
                 continue
-            if want is not None and squeezed(shape.shape) != squeezed(want):
-                continue
+            if want is None or squeezed(shape.shape) == squeezed(want):
+                fitting.append((i, j, file))
+        if len(fitting) > 1 and not constant:
+            # Several arguments of its shape are left (`x.t() + y`, square; a converter that swaps them): the one
+            # holding the same values, else it cannot be told which.
+            held = [item for item in fitting if self.fx.holds(item[2], e, k)]
+            if not held:
+                shape = list(want) if want is not None else "?"
+                self.ctx.no_partner(
+                    e,
+                    IO.INPUT,
+                    k,
+                    f"{what}: {len(fitting)} arguments of {call.key} of shape {shape} "
+                    "are left and none holds its values: which is its copy cannot be told",
+                )
+                return
+            fitting = held
+        if fitting:
+            i, j, file = fitting[0]
             self.fx.claim(call, (i, j))
             bench = self.ctx.fx_ref(file, IO.INPUT, i, sub_index=j)
             where = f"INPUT.{i}" + (f".{j}" if j is not None else "")

@@ -19,8 +19,9 @@ import numpy as np
 
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.fx_dump import read_npy_header
+from tcmp.schemas.ge_dump import GeDumpReader
 from tcmp.schemas.layout import DumpFile, FileKind
-from tcmp.schemas.records import TensorKind, TensorSummary
+from tcmp.schemas.records import IO, TensorKind, TensorSummary
 
 from .executions import FxCall
 from .metrics import squeezed
@@ -119,7 +120,10 @@ class FxSide:
 
     def _same_header(self, a: DumpFile, b: DumpFile) -> bool:
         sa, sb = self.shape(a), self.shape(b)
-        return sa is not None and sb is not None and sa.numeric and sb.numeric and sa.shape == sb.shape
+        return (
+            sa is not None and sb is not None and sa.numeric and sb.numeric and sa.shape == sb.shape
+            and sa.kind == sb.kind
+        )  # fmt: skip
 
     # --- content ------------------------------------------------------------------------------------------------
 
@@ -133,6 +137,32 @@ class FxSide:
                 crc = [crc[k] if crc[k] is not None else _crc_of(f) for k, f in enumerate((a, b))]
             return crc[0] is not None and crc[0] == crc[1]
         return _same_payload(a.path, b.path)
+
+    def holds(self, file: DumpFile, e, k: int) -> bool:
+        """Whether an FX file holds the values of input `k` of GE execution `e` (a graph input both runs were fed:
+        the same values, up to the FX dumper's float32 for bfloat16); from the summaries where a raw side is gone."""
+        meta = e.tensor(IO.INPUT, k)
+        stored = self.stored.get(file.path)
+        if (meta is not None and meta.stored is not None) or stored is not None or len(e.files) != 1 or not e.headers:
+            return _same_summary(meta.stored if meta is not None else None, stored, file)
+        try:
+            with GeDumpReader(e.headers[0]) as reader:
+                ge = reader.load(reader.dump.tensor(IO.INPUT, k)).array
+            fx = np.load(file.path, allow_pickle=False)
+        except (DumpError, OSError, ValueError, IndexError):
+            return False
+        if ge is None or ge.size != fx.size or ge.dtype.kind not in "biuf" or fx.dtype.kind not in "biuf":
+            return False
+        return bool(np.array_equal(np.asarray(ge, dtype=np.float64).reshape(-1), fx.astype(np.float64).reshape(-1)))
+
+
+def _same_summary(ge: Optional[TensorSummary], fx: Optional[TensorSummary], file: DumpFile) -> bool:
+    """Summary-level equality of a GE tensor and an FX file: their min, max and mean (a CRC-32 is of each side's
+    own dtype)."""
+    if ge is None or fx is None or ge.summary is None or fx.summary is None:
+        return False
+    a, b = ge.summary, fx.summary
+    return None not in (a.min, a.max, a.mean) and (a.min, a.max, a.mean) == (b.min, b.max, b.mean)
 
 
 def _payload(path: Path) -> Optional[tuple[int, int]]:
