@@ -18,7 +18,7 @@ def test_watch_once_then_status(cli, root):
     assert status.exit_code == 0, status.output
     lines = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in status.stdout.splitlines()}
     assert lines["files indexed"] == "2 (2 tensors) and 0 graph files"
-    assert lines["pending"] == "1 files not complete yet" and lines["failed"] == "0 files"
+    assert lines["pending"] == "1 file not complete yet" and lines["failed"] == "0 files"
     assert lines["daemon"].startswith("not running")
     assert lines["bytes freed"].startswith(f"{2 * (128 + 32)} B")  # two npy files of 8 float32 each
 
