@@ -96,7 +96,7 @@ class RunReport:
                 for p in self.unwritable
             )
         if self.uncommitted:
-            return f"{counted(self.uncommitted, 'summary')} could not be committed to the index"
+            return f"{counted(self.uncommitted, 'record')} could not be committed to the index"
         return None
 
     def summary(self) -> str:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from daemon_testlib import fx_path, index_rows, npy_bytes, wait_until, worker_pids, write_fx
 
 from tcmp.schemas.index import default_index_path
@@ -35,6 +36,7 @@ def _mtime_ns(db: Path, path: Path) -> int:
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_dump_tree_copied_in_with_copytree_ends_summarized_and_freed(root, tmp_path, daemon):
     staging = tmp_path / "staging"
     config = ScenarioConfig(model=ModelConfig(layers=3, hidden=256, seq=96), tokens=3, write_fusion_off=False)
@@ -78,6 +80,7 @@ def _mapped_by(pids: list[int], path: Path) -> int | None:
     return None
 
 
+@pytest.mark.slow
 def test_a_file_whose_old_mtime_is_set_while_a_worker_reads_it_is_read_again(root, daemon):
     """The race of a fast copy, made certain: the worker is caught with the file mapped, held there (SIGSTOP)
     while the file gets its old mtime, and let go."""

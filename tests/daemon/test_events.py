@@ -74,6 +74,7 @@ def test_a_queue_overflow_is_noticed_and_reconciled(root, daemon):
     assert d.stop() == 0
 
 
+@pytest.mark.slow
 def test_files_closed_several_times_are_summarized_once(root, tmp_path, daemon):
     """The writer appends in chunks, often closing the file in between: a close event arrives while the file is
     read, its 'incomplete' row is committed, then its summary waits for the next commit. That first commit must

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from daemon_testlib import index_rows, is_zombie, wait_until, write_fx
 
 from tcmp.schemas.index import default_index_path
@@ -27,6 +28,7 @@ def _status(root: Path) -> dict[str, str]:
     return {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in result.stdout.splitlines()}
 
 
+@pytest.mark.slow
 def test_a_second_daemon_on_an_index_refuses_and_a_killed_one_frees_it_at_once(root, tmp_path, daemon):
     first = daemon(str(root), "--workers", "1", "--drop-raw")
     assert first.wait_for_log(f"full scan of {root} done"), first.log()

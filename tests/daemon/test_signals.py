@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from daemon_testlib import WRITER_SCRIPT, children, index_rows, wait_until, worker_pids
 
 from tcmp.schemas.index import default_index_path
@@ -36,6 +37,7 @@ def _interrupt_while_starting(daemon_pid: int, log) -> int:
     return sent
 
 
+@pytest.mark.slow
 def test_workers_starting_up_ignore_sigint(root, daemon):
     d = daemon(str(root), "--workers", "2")
     assert d.wait_for_log("watching ", timeout=30), d.log()
@@ -46,6 +48,7 @@ def test_workers_starting_up_ignore_sigint(root, daemon):
     assert d.stop(signal.SIGTERM) == 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_a_busy_daemon_stops_it_as_sigterm_does(root, tmp_path, daemon):
     d = daemon(str(root), "--workers", "2", "--drop-raw")
     assert d.wait_for_log("workers ready (2)", timeout=30), d.log()
