@@ -52,14 +52,16 @@ class GraphParsed:
 
 @dataclass(frozen=True)
 class NotReady:
-    """Shorter than its header promises (`truncated`), changed while it was read, or a hashed name whose
-    mapping.csv row is not written yet: look again later."""
+    """Shorter than its header promises (`truncated`), changed while it was read (`changed`: the content read is
+    not the file's; `key` is the file as it was after the read), or a hashed name whose mapping.csv row is not
+    written yet: look again later."""
 
     path: str
     key: FileKey
     reason: str
     located: Union[DumpFile, GraphFile, None]
     truncated: bool = False
+    changed: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def examine(path_text: str) -> WorkResult:
     except FileNotFoundError:
         return Vanished(path_text)
     if FileKey.of(after) != key:
-        return NotReady(path_text, FileKey.of(after), "changed while it was read", _placed(located))
+        return NotReady(path_text, FileKey.of(after), "changed while it was read", _placed(located), changed=True)
     return result
 
 
@@ -154,8 +156,14 @@ def examine_batch(paths: tuple[str, ...]) -> tuple[WorkResult, ...]:
     return tuple(examine(path) for path in paths)
 
 
+WARM_UP_WAIT_S = 30.0
+_start_barrier = None  # in a worker: its pool's start-up barrier (see WorkerPool.warm_up)
+
+
 def _warm_up() -> None:
     warm(ENGINE)
+    if _start_barrier is not None:  # one warm-up per worker: each waits here until all of them have started
+        _start_barrier.wait(WARM_UP_WAIT_S)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -165,15 +173,22 @@ def _warm_up() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _init_worker() -> None:
-    """Workers die with the daemon (even on kill -9) and leave Ctrl-C to it, so it can drain and commit."""
+def _init_worker(daemon_pid: int, barrier) -> None:
+    """Workers die with the daemon (even on kill -9) and leave Ctrl-C to it, so it can drain and commit.
+
+    A Ctrl-C goes to the terminal's whole process group, workers included. They are born with SIGINT blocked (see
+    `WorkerPool.warm_up`), so one that arrives while a worker still starts (imports, unpickling) waits; ignoring
+    SIGINT here discards it, and only then is it unblocked."""
+    global _start_barrier
+    _start_barrier = barrier
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the daemon's stop path still shuts the pool down
         pass
-    if os.getppid() == 1:  # the parent died before prctl took effect
+    if os.getppid() != daemon_pid:  # the daemon died before prctl took effect (reparented to init or a reaper)
         os._exit(1)
 
 
@@ -182,7 +197,10 @@ class WorkerPool:
     minutes of pure Python and must not hold up dump files). `workers=0` runs everything in one thread of this
     process (debugging, tests).
 
-    Submit only from one thread: the kernel ties a worker's parent-death signal to the thread that started it.
+    Submit only from one thread, and shut the pool down from that thread too: the kernel ties a worker's
+    parent-death signal to the thread that started it. Were that thread to end first, it would kill the idle
+    workers — one of them blocked in the task queue's read, holding its lock, which a worker still starting (its
+    parent-death signal not set yet, so it lives on) then waits for forever, and with it the pool's shutdown.
     """
 
     def __init__(self, workers: int) -> None:
@@ -195,11 +213,22 @@ class WorkerPool:
         if self.workers == 0:
             return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tcmp-examine")
         context = multiprocessing.get_context("spawn")  # the daemon runs threads: never fork it
-        return concurrent.futures.ProcessPoolExecutor(max_workers=size, mp_context=context, initializer=_init_worker)
+        barrier = context.Barrier(size)  # handed over as the workers are spawned (it cannot travel with a task)
+        return concurrent.futures.ProcessPoolExecutor(
+            max_workers=size, mp_context=context, initializer=_init_worker, initargs=(os.getpid(), barrier)
+        )
 
     def warm_up(self) -> None:
         """Start every worker now (a spawned worker needs a fraction of a second to import numpy and the readers),
-        so the first files of a dump do not wait for it. Logs "workers ready" once they are."""
+        so the first files of a dump do not wait for it. Logs "workers ready" once they all are (each warm-up waits
+        for the others, so no worker runs two of them while another is still starting).
+
+        Call it from the thread that submits all work, before any submission: it blocks SIGINT in that thread, and
+        the signal mask is inherited through fork and exec, so every worker this thread spawns (now, or after a
+        crash) starts with SIGINT blocked until `_init_worker` ignores it. Python would otherwise die of a
+        KeyboardInterrupt (or "Fatal Python error: init_import_site") in a worker that is still starting. The
+        daemon's own SIGINT handler runs in the main thread, which this does not touch."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         started = time.monotonic()
         futures = [self._files.submit(_warm_up) for _ in range(max(self.workers, 1))]
 

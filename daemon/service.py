@@ -8,7 +8,9 @@ sd_notify is written by hand (a datagram to $NOTIFY_SOCKET): READY=1 once the ro
 scan then runs in the background and STATUS= reports progress), WATCHDOG=1 every WatchdogSec/2 but only while
 the pipeline is healthy (a stuck writer or worker gets the service restarted instead of pinged forever),
 STATUS= with counts, STOPPING=1 on the way out. SIGTERM/SIGINT: stop watching, let the examinations under way
-finish, commit everything, exit 0. Files that were only queued are found again by the next start-up scan.
+finish, commit everything, exit 0. Files that were only queued are found again by the next start-up scan. The
+worker processes never act on SIGINT (a Ctrl-C reaches the terminal's whole process group): the daemon drains
+them. Before anything starts, the daemon takes its indexes' locks (lock.py): a second daemon on an index refuses.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from tcmp.schemas.index import daemon_state_now, default_index_path
 
 from .convert import WorkerPool
 from .dispatch import Dispatcher, DispatchSettings
+from .lock import IndexBusy
 from .retention import Deleter, RetentionPolicy, format_size
 from .watch import Watcher
-from .writer import IndexWriterThread, RootIndex
+from .wording import counted
+from .writer import IndexProblem, IndexWriterThread, RootIndex
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +68,43 @@ class WatchConfig:
 class RunReport:
     summarized: int
     failed: int
-    incomplete: int
+    incomplete: int  # files left incomplete (still waited for when the daemon stopped; with `once`, not waited for)
     given_up: int
     deleted_files: int
     deleted_bytes: int
     committed_bytes: int
     uncommitted: int
     error: Optional[str] = None  # why the daemon stopped on its own (a thread died)
+    unwritable: tuple[IndexProblem, ...] = ()  # indexes that could not be opened for writing
 
     @property
     def exit_code(self) -> int:
-        """3: the daemon broke down; 1: files failed or summaries could not be committed; 0: done."""
-        if self.error is not None:
+        """3: the run could not do its job (the daemon broke down, an index could not be written, summaries were
+        not committed); 1: files failed; 0: done."""
+        if self.failure is not None:
             return 3
-        return 1 if self.failed or self.given_up or self.uncommitted else 0
+        return 1 if self.failed or self.given_up else 0
+
+    @property
+    def failure(self) -> Optional[str]:
+        """Why the run failed as a whole, in one line (None: it did its job)."""
+        if self.error is not None:
+            return self.error
+        if self.unwritable:
+            return "; ".join(
+                f"cannot write the index {p.index}: {p.reason}; nothing under {', '.join(p.roots)} was summarized"
+                for p in self.unwritable
+            )
+        if self.uncommitted:
+            return f"{counted(self.uncommitted, 'record')} could not be committed to the index"
+        return None
+
+    def summary(self) -> str:
+        return (
+            f"{counted(self.summarized, 'file')} summarized, {self.failed + self.given_up} failed, "
+            f"{self.incomplete} incomplete, {counted(self.deleted_files, 'raw file')} deleted "
+            f"({format_size(self.deleted_bytes)})"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -122,6 +149,7 @@ class Daemon:
         self.config = config
         self.roots = config.root_indexes()
         self.stop_requested = threading.Event()
+        self._stop_signal: Optional[str] = None
         self.notifier = Notifier.from_environment()
         self.started_ns = time.time_ns()
         self.deleter = Deleter(on_failed=lambda failure: self.writer.deletion_failed(failure))
@@ -131,6 +159,7 @@ class Daemon:
             self.deleter,
             on_index=lambda index, up: self.dispatcher.on_index(index, up),
             on_committed=lambda paths: self.dispatcher.on_committed(paths),
+            once=config.once,
         )
         self.pool = WorkerPool(config.workers)
         settings = DispatchSettings(config.incomplete_timeout, config.settle, config.once)
@@ -144,6 +173,12 @@ class Daemon:
         self.stop_requested.set()
 
     def run(self) -> RunReport:
+        """Raises IndexBusy, with nothing started, when another daemon writes one of the indexes."""
+        try:
+            self.writer.take_locks()
+        except IndexBusy:
+            self.pool.shutdown()
+            raise
         previous = self._install_signal_handlers()
         try:
             self._start()
@@ -196,6 +231,13 @@ class Daemon:
 
     def _shutdown(self) -> None:
         self.notifier.notify("STOPPING=1", "STATUS=finishing the files under way and committing")
+        if self.stop_requested.is_set():
+            under_way = self.dispatcher.in_flight
+            log.info(
+                "stopping%s: finishing the %s under way, committing",
+                f" on {self._stop_signal}" if self._stop_signal else "",
+                counted(under_way, "file"),
+            )
         if self.watcher is not None:
             self.watcher.stop()
         self.dispatcher.stop()
@@ -206,22 +248,23 @@ class Daemon:
         self.writer.join(timeout=60)
         self.deleter.stop()
         self.deleter.join(timeout=60)
-        report = self.report()
-        log.info(
-            "stopped: %d files summarized, %d failed, %d raw files deleted (%s)",
-            report.summarized,
-            report.failed,
-            report.deleted_files,
-            format_size(report.deleted_bytes),
-        )
+        if not self.config.once:  # a one-pass run's summary is its caller's to print (the CLI does)
+            log.info("stopped: %s", self.report().summary())
 
     def _install_signal_handlers(self) -> list:
         if threading.current_thread() is not threading.main_thread():
             return []
         previous = []
         for sig in (signal.SIGTERM, signal.SIGINT):
-            previous.append((sig, signal.signal(sig, lambda *_: self.request_stop())))
+            previous.append((sig, signal.signal(sig, self._on_signal)))
         return previous
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        """Only a flag: logging here could deadlock on a lock the interrupted code holds. A second signal while
+        stopping changes nothing (the files under way are still finished and committed)."""
+        if self._stop_signal is None:
+            self._stop_signal = signal.Signals(signum).name
+        self.stop_requested.set()
 
     @staticmethod
     def _restore_signal_handlers(previous: list) -> None:
@@ -324,8 +367,9 @@ class Daemon:
 
     def _status_line(self) -> str:
         counters = self.dispatcher.counters
+        committed = format_size(self.writer.committed_bytes)
         return (
-            f"{counters.summarized} files summarized ({format_size(self.writer.committed_bytes)} committed), "
+            f"{counted(counters.summarized, 'file')} summarized ({committed} committed), "
             f"{self.dispatcher.pending} pending, {self.dispatcher.queued + self.dispatcher.in_flight} queued, "
             f"{counters.failed + counters.given_up} failed, {format_size(self.deleter.deleted_bytes)} freed"
         )
@@ -335,16 +379,18 @@ class Daemon:
         return RunReport(
             summarized=counters.summarized,
             failed=counters.failed,
-            incomplete=counters.incomplete,
+            incomplete=self.dispatcher.incomplete,
             given_up=counters.given_up,
             deleted_files=self.deleter.deleted_files,
             deleted_bytes=self.deleter.deleted_bytes,
             committed_bytes=self.writer.committed_bytes,
             uncommitted=self.writer.waiting(),
             error=self._error,
+            unwritable=self.writer.open_errors() if self.config.once else (),
         )
 
 
 def run_watch(config: WatchConfig) -> RunReport:
-    """`tcmp watch`: run the daemon until SIGTERM/SIGINT (or, with `once`, until everything found is done)."""
+    """`tcmp watch`: run the daemon until SIGTERM/SIGINT (or, with `once`, until everything found is done).
+    Raises IndexBusy when another daemon writes one of its indexes."""
     return Daemon(config).run()

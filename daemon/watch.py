@@ -2,8 +2,11 @@
 
 Subscribed events (spec/ecosystem-notes.md §1): `closed` (IN_CLOSE_WRITE, the writer finished), `created` (files
 written into a new directory before its watch existed reach us only as watchdog's simulated creates; a create
-does not mean complete) and `moved` (tmp + rename writers never close the final name). watchdog turns this filter
-into the kernel's inotify mask, so nothing else is even queued.
+does not mean complete), `moved` (tmp + rename writers never close the final name) and `attrib` (IN_ATTRIB: copy
+tools such as `cp -a`, `shutil.copytree` and `tar x` set the source's mtime after writing the content, so the
+file changes once more after its close event). watchdog turns the filter into the kernel's inotify mask, so nothing
+else is even queued; IN_ATTRIB is added to it by hand, because watchdog would only add it together with
+IN_MODIFY, one event per write(2) of every dump file.
 
 The kernel queue can overflow under a fast writer; events are then lost. watchdog 7.1 logs a warning and rebuilds
 its watches but tells no handler, older versions drop the overflow event silently. Both are caught here — the
@@ -21,10 +24,12 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
+from watchdog import events as watchdog_events
 from watchdog.events import (
     DirMovedEvent,
     FileClosedEvent,
     FileCreatedEvent,
+    FileModifiedEvent,
     FileMovedEvent,
     FileSystemEvent,
     FileSystemEventHandler,
@@ -33,8 +38,11 @@ from watchdog.observers import Observer
 
 log = logging.getLogger(__name__)
 
-EventCallback = Callable[[str, str], None]  # (event kind: "closed" | "created" | "moved" | "dir", path)
-EVENT_FILTER = [FileClosedEvent, FileCreatedEvent, FileMovedEvent, DirMovedEvent]
+EventCallback = Callable[[str, str], None]  # (event kind: "closed" | "created" | "moved" | "attrib" | "dir", path)
+# watchdog >= 7 reports IN_ATTRIB as its own event; older versions as a FileModifiedEvent (IN_MODIFY is not in the
+# mask, so then every FileModifiedEvent is an attribute change)
+ATTRIB_EVENT = getattr(watchdog_events, "FileAttribEvent", FileModifiedEvent)
+EVENT_FILTER = [FileClosedEvent, FileCreatedEvent, FileMovedEvent, DirMovedEvent, ATTRIB_EVENT]
 
 
 class _Handler(FileSystemEventHandler):
@@ -53,6 +61,8 @@ class _Handler(FileSystemEventHandler):
             self._on_event("moved", os.fsdecode(event.dest_path))
         elif kind in ("closed", "created"):
             self._on_event(kind, os.fsdecode(event.src_path))
+        elif isinstance(event, ATTRIB_EVENT):
+            self._on_event("attrib", os.fsdecode(event.src_path))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -113,6 +123,45 @@ def _patch_watch_repr() -> None:
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\.")
 
 
+def _with_attrib_events(observer) -> bool:
+    """Make the inotify observer's watches include IN_ATTRIB (but not IN_MODIFY): its emitters get a mask that is
+    watchdog's own for the filter (less FileModifiedEvent, which would bring IN_MODIFY) plus IN_ATTRIB."""
+    try:
+        from watchdog.observers import inotify_c
+        from watchdog.observers.inotify import InotifyEmitter
+    except ImportError:  # not Linux
+        return False
+    base = getattr(observer, "_emitter_class", None)
+    if not (isinstance(base, type) and issubclass(base, InotifyEmitter)):
+        return False
+    if not hasattr(base, "get_event_mask_from_filter"):
+        return False
+    attrib = int(inotify_c.InotifyConstants.IN_ATTRIB)
+
+    def get_event_mask_from_filter(self):  # runs on the emitter's own thread, before it reads any event
+        kept = self._event_filter
+        if kept is not None:
+            self._event_filter = frozenset(c for c in kept if c is not FileModifiedEvent)
+        try:
+            return base.get_event_mask_from_filter(self) | attrib
+        finally:
+            self._event_filter = kept
+
+    observer._emitter_class = type(
+        "AttribInotifyEmitter", (base,), {"get_event_mask_from_filter": get_event_mask_from_filter}
+    )
+    return True
+
+
+class _StopRaceFilter(logging.Filter):
+    """watchdog 7.1 logs an ERROR ("InotifyEmitter.queue_events() called when the thread is inactive") when a watch
+    is stopped while its emitter thread is reading an event, as on every stop of a busy daemon. The event is dropped,
+    as it should be once stopped: nothing is wrong, nothing to tell."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
 def _install_process_hooks() -> None:
     global _installed
     with _install_lock:
@@ -123,6 +172,7 @@ def _install_process_hooks() -> None:
             log.debug("watchdog's inotify event parser not found; overflow seen only through its log")
         observers_log = logging.getLogger("watchdog.observers")
         observers_log.addHandler(_OverflowLogHook())
+        logging.getLogger("watchdog.observers.inotify").addFilter(_StopRaceFilter())
         # warnings must reach the hook; watchdog's per-event debug lines would flood a verbose log
         observers_log.setLevel(logging.WARNING if observers_log.getEffectiveLevel() > logging.WARNING else logging.INFO)
         _installed = True
@@ -138,6 +188,8 @@ class Watcher:
         self._handler = _Handler(on_event)
         self._observer = Observer()
         self._observer.daemon = True
+        if not _with_attrib_events(self._observer):
+            log.debug("no attribute-change events from this watchdog; such changes are found by the reconcile scans")
         self._watches: dict[str, object] = {}
 
     def start(self) -> None:

@@ -8,6 +8,9 @@ files per transaction because records pile up while the previous commit runs.
 An index that cannot be written (locked by another process, read-only, disk full, deleted with its root) keeps
 its records in memory and is retried with back-off; nothing is deleted meanwhile (deletions follow commits), and
 the daemon goes on serving the other roots. The dispatcher stops feeding work when too much waits.
+
+Each index is written by one daemon only: its lock (lock.py) is taken before the index is opened and held until
+the index is closed. `take_locks` takes them at start, so that a second daemon refuses to start at all.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tcmp.schemas.index import (
     SummaryRow,
 )
 
+from .lock import IndexBusy, IndexLock
 from .retention import Deleter, Deletion, DeletionFailed, RawBudget, RetentionPolicy
 from .threads import OwnThread
 
@@ -56,11 +60,21 @@ class RootIndex:
 
 
 @dataclass(frozen=True)
+class IndexProblem:
+    """An index that cannot be opened for writing, and why."""
+
+    index: Path
+    roots: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
 class Write:
     index: Path
     root: str
     record: IndexRecord
     retention_decided: bool = False  # raw_deleted of a SummaryRow is final (set before a first commit attempt)
+    reported: bool = True  # handed over by the dispatcher, which hears when it is committed (not: the writer's own)
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,8 @@ class _IndexSlot:
         self.path = path
         self.roots = roots
         self.writer: Optional[IndexWriter] = None
+        self.lock: Optional[IndexLock] = None
+        self.open_error: Optional[str] = None  # why it could not be opened, while it cannot
         self.waiting: list[Write] = []
         self.uncommitted_since = 0.0  # arrival of the oldest record not committed yet (0: none)
         self.retry_at = 0.0
@@ -102,7 +118,8 @@ class _IndexSlot:
 
 
 class IndexWriterThread(OwnThread):
-    """Writes for every index; reports index availability (`on_index`) and committed paths (`on_committed`)."""
+    """Writes for every index; reports index availability (`on_index`) and, once per record handed over, the
+    record's path when the writer is done with it (`on_committed`: committed, or dropped with a vanished index)."""
 
     def __init__(
         self,
@@ -113,6 +130,7 @@ class IndexWriterThread(OwnThread):
         on_index: Callable[[Path, bool], None],
         on_committed: Callable[[tuple[str, ...]], None],
         linger: float = LINGER_S,
+        once: bool = False,
     ) -> None:
         self._thread = threading.Thread(target=self._run, name="tcmp-writer", daemon=True)
         self._inbox: queue.SimpleQueue[_Message] = queue.SimpleQueue()
@@ -121,6 +139,7 @@ class IndexWriterThread(OwnThread):
         self._on_index = on_index
         self._on_committed = on_committed
         self._linger = linger
+        self._once = once  # one pass: an index that cannot be opened is not retried
         paths = sorted({r.index for r in roots})
         self._slots = {p: _IndexSlot(p, tuple(r.root for r in roots if r.index == p)) for p in paths}
         self._stopping = False
@@ -146,6 +165,39 @@ class IndexWriterThread(OwnThread):
     def stop(self) -> None:
         """Commit everything handed over so far (retrying a little), then end."""
         self._inbox.put(_Stop())
+
+    def take_locks(self) -> None:
+        """Before the thread starts: take every index's lock that can be taken. IndexBusy (nothing kept) when
+        another daemon writes one of them; a lock file that cannot be created yet is tried again with its index."""
+        try:
+            for slot in self._slots.values():
+                try:
+                    slot.lock = IndexLock.acquire(slot.path)
+                except OSError:
+                    continue
+                self._warn_unlocked(slot)
+        except IndexBusy:
+            self._release_locks()
+            raise
+
+    @staticmethod
+    def _warn_unlocked(slot: _IndexSlot) -> None:
+        if slot.lock is not None and not slot.lock.enforced:
+            log.warning("the file system of %s cannot lock files: a second tcmp watch on it would not be refused",
+                        slot.path)  # fmt: skip
+
+    def _release_locks(self) -> None:
+        for slot in self._slots.values():
+            if slot.lock is not None:
+                slot.lock.release()
+                slot.lock = None
+
+    def open_errors(self) -> tuple[IndexProblem, ...]:
+        """The indexes that could not be opened for writing (so far), with the reason."""
+        with self._lock:
+            return tuple(
+                IndexProblem(s.path, s.roots, s.open_error) for s in self._slots.values() if s.open_error is not None
+            )
 
     def waiting(self) -> int:
         with self._lock:
@@ -222,7 +274,7 @@ class IndexWriterThread(OwnThread):
             self._heartbeat = message.state
         elif isinstance(message, DeletionFailed):
             d = message.deletion
-            self._take(Write(d.index, d.root, RawFlagRow(Path(d.path), deleted=False)))
+            self._take(Write(d.index, d.root, RawFlagRow(Path(d.path), deleted=False, key=d.key), reported=False))
         elif isinstance(message, RootGone):
             self._close_inside(message.root)
         elif isinstance(message, _Stop):
@@ -232,32 +284,47 @@ class IndexWriterThread(OwnThread):
 
     def _open(self, slot: _IndexSlot) -> None:
         try:
+            if slot.lock is None:
+                slot.lock = IndexLock.acquire(slot.path)
+                self._warn_unlocked(slot)
             slot.writer = IndexWriter(slot.path, durable=self._policy.drop_raw)
             for root in slot.roots:
                 slot.writer.add_root(Path(root))
                 slot.budgets[root] = RawBudget(self._policy, slot.writer.kept_raw_bytes(Path(root)))
-        except IndexUnusable as exc:
+        except (IndexUnusable, IndexBusy, OSError) as exc:
             if slot.writer is not None:
                 slot.writer.close()
-            slot.writer = None
-            now = time.monotonic()
-            slot.retry_at = now + REOPEN_S
-            slot.failures += 1
-            if slot.failures == 1 or now - slot.last_complaint >= 10 * COMPLAIN_EVERY_S:
-                slot.last_complaint = now
-                log.error(
-                    "cannot open the index %s for writing: %s; files under %s are not indexed until it can be "
-                    "written (retrying every %.0f s)",
-                    slot.path,
-                    str(exc).replace(f"{slot.path}: ", "", 1),
-                    ", ".join(slot.roots),
-                    REOPEN_S,
-                )
-            self._on_index(slot.path, False)
+            slot.writer = None  # the lock stays: this daemon is the index's writer, retrying
+            self._open_failed(slot, exc)
             return
         slot.failures = 0
+        with self._lock:
+            slot.open_error = None
         log.info("index %s open for %s", slot.path, ", ".join(slot.roots))
         self._on_index(slot.path, True)
+
+    def _open_failed(self, slot: _IndexSlot, exc: Exception) -> None:
+        if isinstance(exc, IndexBusy):
+            reason = f"it is being written by {exc.holder.describe()}"
+        elif isinstance(exc, OSError):  # from the lock, taken first: creating .tcmp/ or the lock file in it
+            reason = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+        else:
+            reason = str(exc).replace(f"{slot.path}: ", "", 1)
+        with self._lock:
+            slot.open_error = reason
+        now = time.monotonic()
+        slot.retry_at = now + REOPEN_S
+        slot.failures += 1
+        if self._once:  # the daemon reports it once, when the pass is over
+            log.debug("cannot open the index %s for writing: %s", slot.path, reason)
+        elif slot.failures == 1 or now - slot.last_complaint >= 10 * COMPLAIN_EVERY_S:
+            slot.last_complaint = now
+            log.error(
+                "cannot open the index %s for writing: %s; files under %s are not indexed until it can be "
+                "written (retrying every %.0f s)",
+                slot.path, reason, ", ".join(slot.roots), REOPEN_S,
+            )  # fmt: skip
+        self._on_index(slot.path, False)
 
     def _close_inside(self, root: str) -> None:
         for slot in self._slots.values():
@@ -265,11 +332,15 @@ class IndexWriterThread(OwnThread):
             if slot.writer is not None and (inside or not slot.path.exists()):
                 slot.writer.close()
                 slot.writer = None
+                if slot.lock is not None:
+                    slot.lock.release()
+                    slot.lock = None
                 slot.retry_at = time.monotonic() + 1.0
                 with self._lock:
-                    dropped, slot.waiting = len(slot.waiting), []
+                    dropped, slot.waiting = slot.waiting, []
                     slot.uncommitted_since = 0.0
-                log.warning("index %s went away with %s; %d uncommitted records dropped", slot.path, root, dropped)
+                log.warning("index %s went away with %s; %d uncommitted records dropped", slot.path, root, len(dropped))
+                self._on_committed(_reported_paths(dropped))  # nothing waits for them now
                 self._on_index(slot.path, False)
 
     # -- committing
@@ -324,14 +395,14 @@ class IndexWriterThread(OwnThread):
         if result.raw_deleted:
             log.debug("commit %d of %s: %d files, %d raw files to delete", result.seq, slot.path, result.files,
                       result.raw_deleted)  # fmt: skip
-        self._on_committed(tuple(_record_path(w.record) for w in batch))
+        self._on_committed(_reported_paths(batch))
 
     def _commit_failed(self, slot: _IndexSlot, batch: list[Write], exc: Exception) -> None:
         import sqlite3
 
         with self._lock:
             slot.waiting = batch + slot.waiting
-        if isinstance(exc, sqlite3.Error):
+        if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
             slot.failures += 1
             delay = min(RETRY_FIRST_S * 2 ** (slot.failures - 1), RETRY_MAX_S)
             slot.retry_at = time.monotonic() + delay
@@ -351,13 +422,14 @@ class IndexWriterThread(OwnThread):
                     slot.path, what, text, len(slot.waiting), delay,
                 )  # fmt: skip
             return
-        # not a database condition: a bug. Drop the batch so it cannot wedge the writer; the files are found again
-        # by the next start-up scan, and no raw file was deleted for them.
+        # not a condition of the database (or a constraint the batch breaks, which it would break again): a bug.
+        # Drop the batch so it cannot wedge the writer; the files are found again by the next start-up scan, and
+        # no raw file was deleted for them.
         log.exception("writing %d records to %s failed; dropped", len(batch), slot.path)
         with self._lock:
             slot.waiting = slot.waiting[len(batch) :]
             slot.uncommitted_since = time.monotonic() if slot.waiting else 0.0
-        self._on_committed(tuple(_record_path(w.record) for w in batch))
+        self._on_committed(_reported_paths(batch))
 
     # -- housekeeping
 
@@ -396,7 +468,12 @@ class IndexWriterThread(OwnThread):
                     slot.writer.checkpoint()
                 slot.writer.close()
                 slot.writer = None
+        self._release_locks()
 
 
 def _record_path(record: IndexRecord) -> str:
     return str(record.file.path if isinstance(record, (SummaryRow, GraphRow)) else record.path)
+
+
+def _reported_paths(batch: list[Write]) -> tuple[str, ...]:
+    return tuple(_record_path(w.record) for w in batch if w.reported)

@@ -6,6 +6,7 @@ Exit codes: 0 done, 1 the command ran but found failures (files that did not par
 
 import enum
 import logging
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -290,6 +291,7 @@ def watch(
     stall_limit: Annotated[float, typer.Option("--stall-limit", min=0.1, hidden=True)] = 300.0,
 ) -> None:
     """Summarize every finished dump file into the index as it appears (a daemon; `--once` for one pass)."""
+    from tcmp.daemon.lock import IndexBusy
     from tcmp.daemon.retention import RetentionPolicy, parse_size
     from tcmp.daemon.service import WatchConfig, run_watch
 
@@ -303,6 +305,7 @@ def watch(
         raise _fail(f"--db {db}: directory {db.resolve().parent} does not exist", EXIT_USAGE)
     verbose = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
     logging.getLogger("tcmp.daemon").setLevel(logging.DEBUG if verbose else logging.INFO)
+    _timestamped_log()
     policy = RetentionPolicy(drop_raw, budget, tuple(keep_raw_ops or ()))
     config = WatchConfig(
         roots=tuple(directories),
@@ -314,16 +317,33 @@ def watch(
         reconcile_interval=reconcile_interval,
         stall_limit=stall_limit,
     )
-    report = run_watch(config)
+    try:
+        report = run_watch(config)
+    except IndexBusy as exc:
+        raise _fail(f"{exc}; one writer per index: stop it first, or give this one another --db") from None
     if once:
-        err.print(
-            f"{report.summarized} files summarized, {report.failed + report.given_up} failed, "
-            f"{report.incomplete} incomplete, {report.deleted_files} raw files deleted",
-            highlight=False,
-        )
+        err.print(report.summary(), highlight=False)
+        if report.failure is not None:
+            raise _fail(report.failure)
+        raise typer.Exit(report.exit_code)
     if report.error is not None:
         raise _fail(report.error)
-    raise typer.Exit(report.exit_code if once else 0)
+
+
+def _timestamped_log() -> None:
+    """A daemon's log lines say when (journald stamps the lines it receives itself: not twice there)."""
+    stream = os.environ.get("JOURNAL_STREAM", "")
+    try:
+        st = os.fstat(sys.stderr.fileno())
+        to_journal = stream == f"{st.st_dev}:{st.st_ino}"
+    except (OSError, ValueError, AttributeError):  # no real stderr (tests capture it)
+        to_journal = False
+    if to_journal:
+        return
+    formatter = logging.Formatter("%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S")
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stderr, sys.__stderr__):
+            handler.setFormatter(formatter)
 
 
 @app.command()
@@ -334,11 +354,11 @@ def status(
     db: Annotated[Optional[Path], typer.Option("--db", help="The index file to report on.")] = None,
 ) -> None:
     """Files indexed, pending and failed, bytes read and freed, rate, and whether the daemon runs."""
-    from tcmp.daemon.status import locate_index, read_status, status_lines
+    from tcmp.daemon.status import locate_index, status_lines, watch_status
     from tcmp.schemas.index import IndexUnusable
 
     try:
-        lines = status_lines(read_status(locate_index(directory, db)))
+        lines = status_lines(watch_status(locate_index(directory, db)))
     except IndexUnusable as exc:
         raise _fail(str(exc)) from None
     width = max(len(line.label) for line in lines)

@@ -313,10 +313,7 @@ class IndexReader:
         graphs = self.conn.execute("SELECT count(*) FROM graphs").fetchone()[0]
         tensors = self.conn.execute("SELECT count(*) FROM tensors").fetchone()[0]
         freed = self.conn.execute("SELECT sum(size) FROM files WHERE raw_deleted = 1").fetchone()[0] or 0
-        now = time.time_ns()
-        files_minute, bytes_minute = self.conn.execute(
-            "SELECT sum(files), sum(bytes) FROM commits WHERE committed_ns >= ?", (now - 60_000_000_000,)
-        ).fetchone()
+        files_minute, bytes_minute = self.committed_since(time.time_ns() - 60_000_000_000)
         last_commit = self.conn.execute("SELECT max(committed_ns) FROM commits WHERE files > 0").fetchone()[0]
         errors = tuple(
             IndexedProblem(Path(self._to_actual(p)), FileState(s), e)
@@ -335,13 +332,20 @@ class IndexReader:
             tensors=tensors,
             bytes_read=bytes_read,
             bytes_freed=int(freed),
-            files_last_minute=int(files_minute or 0),
-            bytes_last_minute=int(bytes_minute or 0),
+            files_last_minute=files_minute,
+            bytes_last_minute=bytes_minute,
             last_commit_ns=last_commit,
             recent_errors=errors,
             daemon=self._daemon_status(),
             immutable=self.immutable,
         )
+
+    def committed_since(self, since_ns: int) -> tuple[int, int]:
+        """Files and bytes committed since `since_ns` (wall clock)."""
+        files, size = self.conn.execute(
+            "SELECT sum(files), sum(bytes) FROM commits WHERE committed_ns >= ?", (since_ns,)
+        ).fetchone()
+        return int(files or 0), int(size or 0)
 
     def _daemon_status(self) -> Optional[DaemonState]:
         row = self.conn.execute(

@@ -63,10 +63,13 @@ class ProblemRow:
 
 @dataclass(frozen=True)
 class RawFlagRow:
-    """Correct a raw_deleted flag: the deletion failed, or retention is off now."""
+    """Correct a raw_deleted flag: the deletion failed, or retention is off now. With `key`, only while the row
+    still describes that content: a deletion that failed because the file changed must not touch the flag of
+    the summary of its new content, which may be committed first."""
 
     path: Path
     deleted: bool
+    key: Optional[FileKey] = None
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,10 @@ class IndexWriter:
                               summarized=False, seq=seq, now_ns=now_ns)
                 )  # fmt: skip
                 problems.append(str(record.path))
+        # a path summarized twice in one batch (its file changed between two reads): the later summary is the one
+        # kept, while its counter says it was summarized twice
+        summaries = list({str(r.file.path): r for r in summaries}.values())
+        graphs = list({str(r.file.path): r for r in graphs}.values())
         cur = self.conn.cursor()
         cur.executemany(_UPSERT_FILE, file_rows)
         ids = self._ids([str(r.file.path) for r in summaries] + [str(r.file.path) for r in graphs] + problems)
@@ -237,8 +244,14 @@ class IndexWriter:
             )
             cur.executemany(_INSERT_GRAPH_OP, (graph_op_row(file_id, op) for op in record.graph.ops))
         for record in records:
-            if isinstance(record, RawFlagRow):
+            if isinstance(record, RawFlagRow) and record.key is None:
                 cur.execute("UPDATE files SET raw_deleted = ? WHERE path = ?", (int(record.deleted), str(record.path)))
+            elif isinstance(record, RawFlagRow):
+                key = record.key
+                cur.execute(
+                    "UPDATE files SET raw_deleted = ? WHERE path = ? AND inode = ? AND size = ? AND mtime_ns = ?",
+                    (int(record.deleted), str(record.path), key.inode, key.size, key.mtime_ns),
+                )
             elif isinstance(record, ForgetRow):
                 cur.execute("DELETE FROM files WHERE path = ? AND state = 'incomplete'", (str(record.path),))
         deleted = [r for r in summaries if r.raw_deleted]

@@ -159,3 +159,34 @@ class DaemonProcess:
             self.process.wait()
         if not self._log.closed:
             self._log.close()
+
+
+def children(pid: int) -> dict[int, str]:
+    """The live child processes of `pid` (from /proc), with their command lines."""
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            if int(fields[1]) != pid or fields[0] == b"Z":
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                found[int(entry)] = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+def worker_pids(daemon_pid: int) -> list[int]:
+    """The daemon's spawned worker processes (not multiprocessing's resource tracker)."""
+    return [pid for pid, command in children(daemon_pid).items() if "spawn_main" in command]
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return False

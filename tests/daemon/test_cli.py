@@ -18,7 +18,7 @@ def test_watch_once_then_status(cli, root):
     assert status.exit_code == 0, status.output
     lines = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in status.stdout.splitlines()}
     assert lines["files indexed"] == "2 (2 tensors) and 0 graph files"
-    assert lines["pending"] == "1 files not complete yet" and lines["failed"] == "0 files"
+    assert lines["pending"] == "1 file not complete yet" and lines["failed"] == "0 files"
     assert lines["daemon"].startswith("not running")
     assert lines["bytes freed"].startswith(f"{2 * (128 + 32)} B")  # two npy files of 8 float32 each
 
@@ -73,3 +73,31 @@ def test_default_workers_are_the_cores_but_at_most_four(monkeypatch):
         monkeypatch.setattr("tcmp.usable_cpus", lambda cores=cores: cores)
         assert default_watch_workers() == expected
         assert WatchConfig(roots=()).workers == expected
+
+
+def test_watch_exit_codes_follow_the_table():
+    """`tcmp watch --once`: 0 done; 1 files failed (corrupt, or given up as cut short); 3 the run could not do its
+    job (it broke down, an index could not be written, records were not committed), which outranks 1."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from tcmp.daemon.service import RunReport
+    from tcmp.daemon.writer import IndexProblem
+
+    done = RunReport(summarized=2, failed=0, incomplete=1, given_up=0, deleted_files=0, deleted_bytes=0,
+                     committed_bytes=0, uncommitted=0)  # fmt: skip
+    unwritable = (IndexProblem(Path("/r/.tcmp/index.sqlite"), ("/r",), "Permission denied"),)
+    cases = [
+        (done, 0, None),
+        (replace(done, failed=1), 1, None),
+        (replace(done, given_up=1), 1, None),
+        (replace(done, failed=1, unwritable=unwritable), 3,
+         "cannot write the index /r/.tcmp/index.sqlite: Permission denied; nothing under /r was summarized"),
+        (replace(done, uncommitted=1), 3, "1 record could not be committed to the index"),
+        (replace(done, error="the writer thread ended unexpectedly"), 3, "the writer thread ended unexpectedly"),
+    ]  # fmt: skip
+    for report, code, failure in cases:
+        assert (report.exit_code, report.failure) == (code, failure), report
+    assert replace(done, summarized=1, failed=1, deleted_files=1, deleted_bytes=2048).summary() == (
+        "1 file summarized, 1 failed, 1 incomplete, 1 raw file deleted (2.0 KiB)"
+    )

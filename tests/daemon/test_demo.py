@@ -29,13 +29,16 @@ def test_the_daemon_indexed_every_file_and_kept_only_what_it_could_not_summarize
     raw = set(left) - graphs
     # the one data file kept is the truncated one (Gelu_0, token 0), recorded with the reason
     assert len(raw) == 1 and next(iter(raw)).name.startswith("Gelu.Gelu_0.")
-    assert index.failed == 1 and "truncated forever" in index.recent_errors[0].error
+    assert index.failed == 1 and index.recent_errors[0].error.startswith("cut short: file has ")
+    assert "still being written" not in index.recent_errors[0].error  # it was given up: not "still being written"
     assert str(index.recent_errors[0].path) == str(next(iter(raw)))
     assert len(graphs) == index.graphs
     assert index.bytes_freed == demo.replay.bytes - sum(left.values())  # every other byte written was freed
     assert default_index_path(demo.dump).is_file()
     log = demo.watch_log.read_text()
-    assert "raw dump files are deleted once their summary is committed" in log and "truncated forever" in log
+    assert "raw dump files are deleted once their summary is committed" in log and ": cut short: " in log
+    (stopped,) = [line for line in log.splitlines() if " stopped: " in line]  # says what status says
+    assert f"{index.summarized + index.graphs} files summarized, {index.failed} failed, 0 incomplete" in stopped
 
 
 def test_the_compare_ran_from_the_index_and_found_the_faults(demo):

@@ -5,13 +5,16 @@ overflow triggers) can find the files written after the start-up scan."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from daemon_testlib import FX_STEP, index_rows, npy_bytes, wait_until, write_fx
+from daemon_testlib import FX_STEP, WRITER_SCRIPT, index_rows, npy_bytes, wait_until, write_fx
 
 from tcmp.schemas.index import default_index_path
 
@@ -68,4 +71,27 @@ def test_a_queue_overflow_is_noticed_and_reconciled(root, daemon):
     db = default_index_path(root)
     assert wait_until(lambda: _all_summarized(db, paths), timeout=120, interval=0.5), d.log()[-3000:]
     assert "reconcile of" in d.log() and len(index_rows(db)) == len(paths)
+    assert d.stop() == 0
+
+
+@pytest.mark.slow
+def test_files_closed_several_times_are_summarized_once(root, tmp_path, daemon):
+    """The writer appends in chunks, often closing the file in between: a close event arrives while the file is
+    read, its 'incomplete' row is committed, then its summary waits for the next commit. That first commit must
+    not count as the summary's (the dirty file was read and summarized again: two summaries in one batch broke
+    every later commit, in two batches the file had `summaries` 2, as the kill -9 test once saw)."""
+    d = daemon(str(root), "--workers", "2", "--drop-raw", *NO_RECONCILE)
+    assert d.wait_for_log(f"full scan of {root} done"), d.log()
+    manifest = tmp_path / "manifest.jsonl"
+    subprocess.run([sys.executable, str(WRITER_SCRIPT), str(root), str(manifest), "--files", "2000", "--rate", "500",
+                    "--seed", "7"], check=True, timeout=120)  # fmt: skip
+    written = [json.loads(line)["path"] for line in manifest.read_text().splitlines()]
+    db = default_index_path(root)
+
+    def done() -> bool:
+        return _all_summarized(db, [Path(p) for p in written]) and not any(os.path.exists(p) for p in written)
+
+    assert wait_until(done, timeout=60), d.log()[-3000:]
+    assert {index_rows(db)[p].summaries for p in written} == {1}
+    assert "cannot be written" not in d.log()
     assert d.stop() == 0

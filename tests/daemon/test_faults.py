@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -53,12 +55,13 @@ def test_bad_files_are_recorded_once_and_the_daemon_keeps_serving(root, tmp_path
 
     assert wait_until(settled, timeout=30), (index_rows(db), d.log()[-3000:])
     rows = index_rows(db)
-    assert rows[str(truncated)].error.startswith("truncated forever: ")
+    cut_short = rows[str(truncated)].error
+    assert cut_short.startswith("cut short: ") and "still being written" not in cut_short
     assert "DumpCorrupt" in rows[str(corrupt)].error
     assert rows[str(unreadable)].error == "cannot read: Permission denied"
     assert str(link) not in rows
     log = d.log()
-    assert f"{truncated}: truncated forever" in log and f"{corrupt}: DumpCorrupt" in log
+    assert f"{truncated}: cut short" in log and f"{corrupt}: DumpCorrupt" in log
     assert f"{unreadable}: cannot read: Permission denied" in log
     assert f"{link} is a symlink to {outside}, outside the watched root {root}: not followed" in log
     attempts = {p: r.attempts for p, r in rows.items()}
@@ -66,7 +69,7 @@ def test_bad_files_are_recorded_once_and_the_daemon_keeps_serving(root, tmp_path
     later = write_fx(root, 0, 5)  # ... and the daemon still serves
     assert wait_until(lambda: _summarized(db, later), timeout=15), d.log()[-3000:]
     assert {p: r.attempts for p, r in index_rows(db).items() if p in attempts} == attempts
-    assert d.log().count(f"{truncated}: truncated forever") == 1
+    assert d.log().count(f"{truncated}: cut short") == 1
     assert truncated.exists() and corrupt.exists() and unreadable.exists() and outside.exists()
     assert not good.exists() and not later.exists()  # summarized raw files go (--drop-raw), nothing else
     assert d.process.poll() is None
@@ -123,3 +126,29 @@ def _read_only_locked_deleted(roots: dict[str, Path], daemon) -> None:
     assert wait_until(lambda: _summarized(default_index_path(doomed), again), timeout=45), d.log()[-3000:]
     assert stranded.exists() and d.process.poll() is None
     assert d.stop() == 0
+
+
+def test_once_exits_3_when_its_index_cannot_be_written(root, tmp_path):
+    """Issue 18, item 3: nothing could be summarized because of the index, so `--once` failed: exit 3, one line
+    that says why (not "0 files summarized" and exit 0 after an error promising retries every 30 s)."""
+    good = write_fx(root, 0, 1)
+    cases = {"index directory read-only": root / ".tcmp", "dump root read-only": root}
+    (root / ".tcmp").mkdir()
+    for case, read_only in cases.items():
+        read_only.chmod(0o555)
+        try:
+            result = subprocess.run(
+                [*unprivileged(), sys.executable, "-m", "tcmp", "watch", str(root), "--once", "--workers", "0"],
+                capture_output=True, text=True, timeout=60, cwd=tmp_path,
+            )  # fmt: skip
+        finally:
+            read_only.chmod(0o755)
+        assert result.returncode == 3, (case, result.stderr)
+        errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+        expected = f"error: cannot write the index {default_index_path(root)}: "
+        assert len(errors) == 1 and errors[0].startswith(expected), (case, result.stderr)
+        assert "Permission denied" in errors[0] and f"nothing under {root} was summarized" in errors[0]
+        assert "retrying" not in result.stderr
+        assert good.exists() and not default_index_path(root).exists()
+        if case == "index directory read-only":
+            (root / ".tcmp").rmdir()  # the next case: no .tcmp/ at all, in a root that cannot get one

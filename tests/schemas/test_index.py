@@ -222,6 +222,42 @@ def test_counters_states_and_corrections_follow_the_upsert_rules(root):
     assert [e.error for e in status.recent_errors] == ["corrupt now"]
 
 
+def test_a_raw_flag_correction_for_older_content_leaves_the_summary_of_the_new_content_alone(root):
+    """A deletion that failed because the file changed (a copy tool set its mtime after the first summary) must
+    not mark the raw file of the second summary, committed first, as kept: the daemon deleted it."""
+    path = _touch(root / FX_DIR / "mm_1-aten.mm.default.OUTPUT.0.20261129083000000017.npy")
+    summary = FileSummary(path, "mm_1", None, ())
+    first = _key(path)
+    os.utime(path, ns=(10**18, 10**18))
+    second = _key(path)
+    with IndexWriter(default_index_path(root)) as writer:
+        writer.write([SummaryRow(_dump_file(path), first, summary, raw_deleted=True)])
+        writer.write([SummaryRow(_dump_file(path), second, summary, raw_deleted=True)])
+        writer.write([RawFlagRow(path, deleted=False, key=first)])  # the first deletion's failure, late
+        conn = sqlite3.connect(default_index_path(root))
+        assert conn.execute("SELECT raw_deleted, mtime_ns FROM files").fetchall() == [(1, 10**18)]
+        writer.write([RawFlagRow(path, deleted=False, key=second)])  # a failure of the current content's
+        assert conn.execute("SELECT raw_deleted FROM files").fetchall() == [(0,)]
+        conn.close()
+
+
+def test_a_path_summarized_twice_in_one_batch_keeps_the_later_summary(root):
+    """Two summaries of one path in one transaction (its file changed between two reads) once broke the commit
+    (UNIQUE tensors.file_id, position) and with it every later commit of the daemon."""
+    path = _touch(root / FX_DIR / "mm_1-aten.mm.default.OUTPUT.0.20261129083000000017.npy")
+    first = FileSummary(path, "mm_1", None, (_tensor(IO.OUTPUT, 0, Summary(1, 1.0, 1.0, 1.0, 1.0, 0, 0, 5)),))
+    later = FileSummary(path, "mm_1", None, (_tensor(IO.OUTPUT, 0, Summary(1, 2.0, 2.0, 2.0, 2.0, 0, 0, 6)),))
+    db = default_index_path(root)
+    with IndexWriter(db) as writer:
+        result = writer.write([SummaryRow(_dump_file(path), _key(path), first),
+                               SummaryRow(_dump_file(path), _key(path), later)])  # fmt: skip
+    assert result.files == 1
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT summaries FROM files").fetchall() == [(2,)]
+    assert conn.execute("SELECT min, crc32 FROM tensors").fetchall() == [(2.0, 6)]
+    conn.close()
+
+
 def test_status_counts_bytes_freed_and_the_last_minute(root):
     paths = [_touch(root / FX_DIR / f"n_{i}-aten.add.Tensor.OUTPUT.0.2026112908300000001{i}.npy", b"ab" * (i + 1))
              for i in range(4)]  # fmt: skip
