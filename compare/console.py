@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from .collect import CompareInputs
 from .metrics import Mode
 from .records import Row, TensorStats
 from .run import CompareResult, Counts, Divergence, RankResult
@@ -154,6 +155,7 @@ def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
         console,
         f"[bold]{title}{c.rows} rows compared[/]: [green]{c.passed} PASS[/], [red]{c.failed} FAIL[/]"
         + (f", {c.not_compared} not compared" if c.not_compared else "")
+        + (f" ([yellow]{c.rows_unreadable} for a file that could not be read[/])" if c.rows_unreadable else "")
         + f"; unmatched: {c.unmatched_target} target, {c.unmatched_golden} golden{_unmatched_kinds(c)}"
         + f"; GE ops {rank.target_ops} ({rank.ops_in_rows} in the table, {rank.ops_unmatched_only} only unmatched)",
     )
@@ -199,8 +201,26 @@ def legend(mode: Mode, t: Thresholds) -> list[str]:
     ]
 
 
+def print_plan(console: Console, inputs: CompareInputs, seconds: float, jobs: int) -> None:
+    """What `--verbose` adds to a compare: what each rank's graphs were bound to, and the time it took."""
+    for source, role in ((inputs.target, "target"), (inputs.golden, "golden")):
+        index = f", index {source.index}" if source.index is not None else ""
+        say(console, f"{role}: {escape(str(source.root))}{escape(index)}")
+    for b in inputs.bindings:
+        rank = "" if b.rank is None else f"rank {b.rank}, "
+        graph = b.graph.path.name if b.graph is not None else "no graph file"
+        golden = b.golden_label or "no golden directory"
+        tokens = token_ranges(sorted({d.token or 0 for d in b.target_dirs}))
+        say(console, f"  {rank}model {escape(b.model)}: graph {escape(graph)}, golden {escape(golden)}, "
+                     f"tokens {tokens}")  # fmt: skip
+    say(console, f"compared in {seconds:.2f} s with {jobs} process{'es' if jobs > 1 else ''}")
+
+
 def print_summary(console: Console, result: CompareResult) -> None:
-    kind = "FX dump" if result.golden_kind.value == "fx" else "fusion-off GE dump"
+    if result.golden_kind.value == "fx":
+        kind = "FX dump"
+    else:
+        kind = "GE dump that looks taken with fusion on (see the note)" if result.golden_fused else "fusion-off GE dump"
     say(console, f"golden: {kind}; data mode: {result.mode.value} ({escape(result.mode_reason)})")
     for note in result.notes:
         say(console, f"[yellow]note:[/] {escape(note)}")

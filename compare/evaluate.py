@@ -13,7 +13,7 @@ from typing import Optional
 import ml_dtypes
 import numpy as np
 
-from tcmp.schemas.errors import DumpError, describe
+from tcmp.schemas.errors import DumpError, TensorNotDumped, describe
 from tcmp.schemas.ffts import SliceFile, merge_ffts_slices
 from tcmp.schemas.fx_dump import read_fx_value
 from tcmp.schemas.ge_dump import NOT_DUMPED, GeDump, GeDumpReader, open_ge_dump
@@ -46,6 +46,10 @@ def _numpy_name(dtype: np.dtype) -> str:
 
 class Unavailable(Exception):
     """The data a mode needs is not there (a summary-only file, a non-tensor argument, an unreadable file)."""
+
+
+class Unreadable(Unavailable):
+    """The file holding the data could not be read (cut short, corrupt, or not to be opened)."""
 
 
 @dataclass(frozen=True)
@@ -213,9 +217,12 @@ class TensorLoader:
                 raise Unavailable(f"{tensor.dtype_name} has no numeric decoding")
             return Loaded(loaded.array, None, tensor.dtype_name, tuple(loaded.array.shape), loaded.notes)
         except DumpError as exc:
-            raise Unavailable(f"unreadable: {describe(exc)}") from exc
-        except (IndexError, OSError) as exc:
+            kind = Unavailable if isinstance(exc, TensorNotDumped) else Unreadable  # skipped by design, not damage
+            raise kind(f"unreadable: {describe(exc)}") from exc
+        except IndexError as exc:
             raise Unavailable(f"unreadable: {exc}") from exc
+        except OSError as exc:
+            raise Unreadable(f"unreadable: {exc}") from exc
 
     def data(self, ref: TensorRef) -> Loaded:
         """The raw tensor when there is one, else the summary the tensor exists as."""
@@ -226,7 +233,7 @@ class TensorLoader:
             try:
                 return Loaded(None, read_fx_min_max_npy(ref.files[0].path), None, None, ("appendix min/max file",))
             except DumpError as exc:
-                raise Unavailable(f"unreadable: {describe(exc)}") from exc
+                raise Unreadable(f"unreadable: {describe(exc)}") from exc
         return self.raw(ref)
 
 
@@ -306,7 +313,7 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
     npu = bench = None
     tensor = statistics = None
     judgement = Judgement(Result.FAIL, False)
-    one_side = False
+    one_side = unreadable = False
     try:
         if mode is Mode.TENSOR:
             npu = loader.raw(pair.npu)
@@ -349,6 +356,7 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
         which = "NPU" if npu is None else "bench"
         messages.append(f"{which} {exc}")
         judgement = Judgement(Result.NA, False)
+        unreadable = isinstance(exc, Unreadable)
     return Row(
         pair=pair,
         npu=_stats(npu),
@@ -360,4 +368,5 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
         messages=tuple(messages),
         nan_inf_one_side=one_side,
         from_index=pair.npu.raw_deleted or pair.bench.raw_deleted,
+        unreadable=unreadable,
     )

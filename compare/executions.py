@@ -13,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Optional
 
-from tcmp.schemas.errors import DumpError, describe
+from tcmp.schemas.errors import DumpError, describe, unreadable_reason
 from tcmp.schemas.ffts import ffts_base_name
 from tcmp.schemas.fx_dump import FxFileName
 from tcmp.schemas.ge_dump import GeDump, read_ge_dump
@@ -131,6 +131,9 @@ def _read_execution(files: Sequence[DumpFile], stored: Mapping[Path, FileSummary
         return _from_summaries(base.op_name, base.op_type, base.timestamp, files, summary.tensors)
     except DumpError as exc:
         return GeExecution(base.op_name, base.op_type, base.timestamp, tuple(files), (), (), (), error=describe(exc))
+    except OSError as exc:  # it could be opened when listed (sources._openable); an I/O error, or gone since
+        why = unreadable_reason(exc)
+        return GeExecution(base.op_name, base.op_type, base.timestamp, tuple(files), (), (), (), error=why)
 
 
 def ge_executions(

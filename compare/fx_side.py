@@ -87,7 +87,7 @@ class FxSide:
             return None
         try:
             header = read_npy_header(file.path)
-        except DumpError:
+        except (DumpError, OSError):  # OSError: it could be opened when listed (an I/O error, or gone since)
             return None
         return FileShape(header.shape, header.dtype.kind)
 

@@ -138,6 +138,7 @@ class Row:
     nan_inf_one_side: bool
     from_index: bool = False  # the data came from summaries stored by `tcmp watch`, not raw files
     colour: Colour = Colour.GREEN
+    unreadable: bool = False  # not compared: a file of the pair could not be read (truncated, corrupt, denied)
 
     @property
     def error_cell(self) -> Cell:

@@ -22,14 +22,14 @@ from types import MappingProxyType
 from typing import Optional, Union
 
 from tcmp import one_blas_thread
-from tcmp.schemas.errors import DumpError
+from tcmp.schemas.errors import DumpError, unreadable_reason
 from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.ge_dump import NOT_DUMPED, GeDump
 from tcmp.schemas.graph import Graph
 from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpDir, DumpFile, FileKind
 from tcmp.schemas.records import IO
 
-from .collect import Binding, CompareInputs, DumpSource, GoldenKind, by_token, collect, unusable
+from .collect import Binding, CompareInputs, DumpSource, GoldenKind, by_token, collect
 from .evaluate import TensorLoader, evaluate
 from .executions import fx_calls, ge_executions
 from .fusion import GraphView
@@ -93,6 +93,7 @@ class Counts:
     unmatched_unreadable: int = 0
     rows_from_index: int = 0
     nan_inf_one_side: int = 0  # rows with NaN/inf on one side only (where one appears, and all it spreads to)
+    rows_unreadable: int = 0  # rows not compared because a file of theirs could not be read
 
     @property
     def rows_from_raw(self) -> int:
@@ -116,7 +117,13 @@ class Counts:
             "rows_from_index": self.rows_from_index,
             "rows_from_raw": self.rows_from_raw,
             "nan_inf_one_side": self.nan_inf_one_side,
+            "rows_unreadable": self.rows_unreadable,
         }
+
+    @property
+    def unreadable(self) -> int:
+        """Dump files that could not be read: unmatched items of kind `unreadable` and rows not compared for it."""
+        return self.unmatched_unreadable + self.rows_unreadable
 
 
 @dataclass(frozen=True)
@@ -147,10 +154,16 @@ class CompareResult:
     mode_reason: str
     ranks: tuple[RankResult, ...]
     notes: tuple[str, ...]
+    golden_fused: bool = False  # the GE golden holds fusions of the target's ops: taken with fusion on?
 
     @property
     def failed(self) -> bool:
         return any(rank.counts.failed for rank in self.ranks)
+
+    @property
+    def unreadable(self) -> int:
+        """Dump files (or directories) that could not be read, over all ranks: the CLI exits 1 for them."""
+        return sum(rank.counts.unreadable for rank in self.ranks)
 
 
 @dataclass(frozen=True)
@@ -242,6 +255,8 @@ def _golden_leftover_reason(
             header = read_npy_header(f.path)
         except DumpError as exc:
             return f"unreadable: {exc.message}", UnmatchedKind.UNREADABLE
+        except OSError as exc:  # it could be opened when listed
+            return unreadable_reason(exc), UnmatchedKind.UNREADABLE
         if header.dtype.kind not in "biufc":
             why = "non-tensor FX argument (None, string or object): no GE tensor to compare with"
             return why, UnmatchedKind.BY_DESIGN
@@ -300,8 +315,8 @@ def _plan_unit(unit: _Unit, keep_rows: bool) -> Union[_Plan, _UnitResult]:
     view = GraphView(unit.graph) if unit.graph is not None else None
     target = unit.target.listing(unit.target_dirs)
     golden = unit.golden.listing(unit.golden_dirs) if unit.golden_dirs is not None else None
-    problems = [unusable(Role.TARGET, unit.rank, p) for p in target.problems]
-    problems += (unusable(Role.GOLDEN, unit.rank, p) for p in (golden.problems if golden is not None else ()))
+    problems = target.unusable(Role.TARGET, unit.rank)
+    problems += golden.unusable(Role.GOLDEN, unit.rank) if golden is not None else ()
     stored = {**target.stored, **(golden.stored if golden is not None else {})}
     read_headers_ahead((*target.files, *(golden.files if golden is not None else ())))
     executions = ge_executions(target.files, stored)
@@ -499,6 +514,7 @@ def _count(rows: Sequence[Row]) -> Counts:
         not_compared=results.count(Result.NA),
         rows_from_index=sum(r.from_index for r in rows),
         nan_inf_one_side=sum(r.nan_inf_one_side for r in rows),
+        rows_unreadable=sum(r.unreadable for r in rows),
     )
 
 
@@ -780,7 +796,7 @@ def _run(
             notes += (
                 "compiled pair loop tcmp.compare._fused not built (no C compiler at install): numpy metrics, slower",
             )
-        result = CompareResult(options, inputs.golden_kind, mode, reason, ranks, notes)
+        result = CompareResult(options, inputs.golden_kind, mode, reason, ranks, notes, inputs.golden_fused)
         if reports is not None:
             written = reports.finish(result)
             result = replace(result, ranks=tuple(replace(r, report=written.get(r.rank)) for r in ranks))
@@ -808,7 +824,7 @@ def _golden_unmatched(f: DumpFile, why: str, kind: UnmatchedKind) -> Unmatched:
 def _out_of_scope(role: Role, d: DumpDir, source: DumpSource, why: str) -> list[Unmatched]:
     """A directory no unit compares: its golden files listed as out of scope, and either side's unusable files."""
     listing = source.listing((d,))
-    items = [unusable(role, d.rank, p) for p in listing.problems]
+    items = listing.unusable(role, d.rank)
     if role is Role.GOLDEN:
         items += (_golden_unmatched(f, why, UnmatchedKind.OUT_OF_SCOPE) for f in listing.files)
     return items

@@ -41,7 +41,12 @@ INDEX_TIMEOUT_S = 120.0
 
 
 class DemoError(RuntimeError):
-    """The demo could not run (the directory is in use, the daemon did not start or finish)."""
+    """The demo could not run (the directory is in use, the daemon did not start or finish). `usage`: the directory
+    given is not one the demo can have."""
+
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,10 @@ def run_demo(root: Path, jobs: int = 1, progress: Optional[Callable[[str], None]
     `root/report`, the daemon's log to `root/watch.log`."""
     say = progress or (lambda _message: None)
     root = Path(os.path.abspath(root))
+    if root.exists() and not root.is_dir():
+        raise DemoError(f"{root} is not a directory: the demo needs a directory of its own", usage=True)
     if root.exists() and any(root.iterdir()):
-        raise DemoError(f"{root} is not empty: the demo needs a directory of its own")
+        raise DemoError(f"{root} is not empty: the demo needs a directory of its own", usage=True)
     dump, staging = root / "dump", root / "synth"
     dump.mkdir(parents=True)
     config = ScenarioConfig(

@@ -42,3 +42,9 @@ def describe(exc: BaseException, path: Optional[Path] = None) -> str:
         return f"{type(exc).__name__}: {exc.message}"
     where = f" ({path})" if path is not None else ""
     return f"{type(exc).__name__}: {exc}{where}"
+
+
+def unreadable_reason(exc: OSError) -> str:
+    """What an unmatched list says of a file or directory the system would not let tcmp read:
+    `unreadable: permission denied`."""
+    return f"unreadable: {(exc.strerror or str(exc)).lower()}"

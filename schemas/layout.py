@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from . import SLOTS
-from .errors import DumpError, NameParseError
+from .errors import DumpError, NameParseError, unreadable_reason
 from .fx_dump import FxFileName, parse_fx_file_name
 from .ge_names import MAPPING_FILE, GeFileKind, GeFileName, is_hashed_name, read_mapping, resolve_ge_file_name
 from .graph import GraphFileName, GraphKind, GraphNameForm, is_other_graph_dump, parse_graph_file_name
@@ -229,16 +229,21 @@ def _fx_record(
     )
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, list[os.DirEntry]]]:
-    """Directories under root (root included) with their file entries; symlinked directories not entered."""
+def _walk(root: Path, unreadable: Optional[list[Unrecognized]] = None) -> Iterator[tuple[Path, list[os.DirEntry]]]:
+    """Directories under root (root included) with their file entries; symlinked directories not entered. A
+    directory that cannot be listed (a `chmod 000` rank directory) is added to `unreadable`, never skipped unsaid."""
     stack = [root]
     while stack:
         directory = stack.pop()
         try:
             with os.scandir(directory) as it:
                 entries = list(it)
-        except OSError:
-            continue  # vanished or unreadable directory; files in it cannot be listed
+        except FileNotFoundError:
+            continue  # vanished since its parent was listed
+        except OSError as exc:
+            if unreadable is not None:
+                unreadable.append(Unrecognized(directory, unreadable_reason(exc)))
+            continue
         files = []
         for entry in entries:
             if entry.name == INDEX_DIR:
@@ -331,12 +336,15 @@ class DirectoryScan:
     problems: tuple[Unrecognized, ...]
 
 
-def _list_files(directory: Path) -> list[os.DirEntry]:
+def _list_files(directory: Path) -> Union[list[os.DirEntry], Unrecognized]:
+    """The file entries of a directory, by name; why not when it cannot be listed (a vanished one has none)."""
     try:
         with os.scandir(directory) as it:
             entries = [e for e in it if e.name != INDEX_DIR and not e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []  # vanished or unreadable: nothing to list
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        return Unrecognized(directory, unreadable_reason(exc))
     return sorted(entries, key=lambda e: e.name)
 
 
@@ -386,8 +394,12 @@ def scan_directory(
     root: Union[str, Path], directory: Path, *, side: Optional[Side] = None, fx_token_base: Optional[int] = None
 ) -> DirectoryScan:
     """The dump files (of `side`, or both sides) of one directory of the tree under `root` (a `DumpDir` of
-    `outline`), read from their names, and those that cannot be used."""
-    return _scan_entries(Path(os.path.realpath(root)), directory, _list_files(directory), fx_token_base, side)
+    `outline`), read from their names, and those that cannot be used (the directory itself, when it cannot be
+    listed any more)."""
+    entries = _list_files(directory)
+    if isinstance(entries, Unrecognized):
+        return DirectoryScan((), (entries,))
+    return _scan_entries(Path(os.path.realpath(root)), directory, entries, fx_token_base, side)
 
 
 def dump_names(directory: Path, side: Side) -> Iterator[tuple[str, Optional[str]]]:
@@ -395,7 +407,7 @@ def dump_names(directory: Path, side: Side) -> Iterator[tuple[str, Optional[str]
     placed; names that do not parse are left out): what binding a model or graph by its ops needs."""
     entries = _list_files(directory)
     mapping: Optional[dict[str, str]] = None
-    for entry in entries:
+    for entry in entries if not isinstance(entries, Unrecognized) else ():  # said where its files are listed
         kind = classify_name(entry.name)
         if kind is None or kind is FileKind.GRAPH or _side_of(kind) is not side:
             continue
@@ -501,7 +513,7 @@ def outline(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> D
     dirs: list[DumpDir] = []
     graphs: list[GraphFile] = []
     problems: list[Unrecognized] = []
-    for directory, entries in _walk(root):
+    for directory, entries in _walk(root, problems):
         found = _outline_entries(root, directory, entries, fx_token_base)
         dirs += found[0]
         graphs += found[1]

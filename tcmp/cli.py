@@ -1,7 +1,9 @@
 """The `tcmp` command line: option parsing, progress and exit codes around one library call per command.
 
-Exit codes: 0 done, 1 the command ran but found failures (files that did not parse, rows that FAIL with
-`--fail-on-diff`), 2 usage error, 3 runtime error (one line, no traceback unless `--verbose`).
+Exit codes (the README's table): 0 done, 1 the command ran but found failures (dump files that could not be read,
+rows that FAIL with `--fail-on-diff`), 2 usage error (an option, or a path that is not what it must be), 3 runtime
+error (one line, no traceback unless `--verbose`). A reader that closes stdout early (`| head`) changes nothing but
+what is printed.
 """
 
 import enum
@@ -9,6 +11,8 @@ import logging
 import os
 import sys
 import tempfile
+import time
+import traceback
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,6 +23,24 @@ from rich.markup import escape
 from tcmp import __version__, default_compare_jobs, default_watch_workers, one_blas_thread
 
 one_blas_thread()  # before numpy loads
+
+
+def _set_verbose(verbose: bool) -> bool:
+    """Log details and show tracebacks: `tcmp -v CMD` and `tcmp CMD … -v` alike."""
+    if verbose:
+        logging.getLogger().setLevel(logging.DEBUG)
+        app.pretty_exceptions_enable = True
+    return verbose
+
+
+def _verbose() -> bool:
+    return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+# Every command takes it after its name too, where users type it (`tcmp compare … -v`).
+_VERBOSE_HELP = "Log details and show tracebacks."
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", callback=_set_verbose, is_eager=True, help=_VERBOSE_HELP)]
+
 
 app = typer.Typer(
     name="tcmp",
@@ -31,13 +53,30 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+class _Stdout(Console):
+    """stdout, which a reader may close early (`tcmp compare … | head`): the rest of the output is dropped, and the
+    command ends as it would have (its reports written, its exit code its own), where rich would exit 1 — the code
+    that means "failures found"."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # what is still buffered, and the interpreter's last flush, go nowhere
+        os.close(devnull)
+
+
 err = Console(stderr=True)
-out = Console(highlight=False, soft_wrap=True)
+out = _Stdout(highlight=False, soft_wrap=True)
 
 EXIT_FAILURES, EXIT_USAGE, EXIT_RUNTIME = 1, 2, 3
 
 
 def _fail(message: str, code: int = EXIT_RUNTIME) -> typer.Exit:
+    """One line on stderr (after the traceback of the error being handled, with --verbose), and the exit."""
+    if _verbose() and sys.exc_info()[0] is not None:
+        traceback.print_exc(file=sys.stderr)
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # one line, taken literally
     return typer.Exit(code)
 
@@ -75,20 +114,30 @@ def _progress(percent: bool = False):
     )
 
 
+def _print_version(version: bool) -> None:
+    if version:
+        out.print(__version__)
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log details and show tracebacks.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=_VERBOSE_HELP)] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger().setLevel(logging.DEBUG if verbose else logging.WARNING)  # basicConfig only sets it once
     app.pretty_exceptions_enable = verbose
 
 
 @app.command()
-def version() -> None:
+def version(verbose: Verbose = False) -> None:
     """Print the version."""
     out.print(__version__)
 
@@ -100,17 +149,20 @@ def parse(
         Optional[Path],
         typer.Option("--output_path", "--output-path", "-o", help="Write each tensor as an ND .npy file here."),
     ] = None,
-    info: Annotated[bool, typer.Option("--info", help="Print one JSON object per tensor; read no payloads.")] = False,
+    info: Annotated[
+        bool, typer.Option("--info", help="Print one JSON object per tensor (without -o: read no payloads).")
+    ] = False,
+    verbose: Verbose = False,
 ) -> None:
-    """Read GE dump files without CANN: write their tensors as ND .npy files, or describe them (--info)."""
+    """Read GE dump files without CANN: write their tensors as ND .npy files (-o), describe them (--info), or both."""
     from tcmp.schemas.parse import find_dump_files, parse_file
 
     if not info and output_path is None:
         raise _fail("give --output_path DIR to convert, or --info to describe", EXIT_USAGE)
     files = list(find_dump_files(paths))
-    if not files:
-        raise _fail("no GE dump files found under " + ", ".join(map(str, paths)), EXIT_FAILURES)
-    target = None if info else output_path
+    if not files:  # a path without a dump: the same mistake, and code, as in compare
+        raise _fail("no GE dump files under " + ", ".join(map(str, paths)), EXIT_USAGE)
+    target = output_path
     if target is not None:
         _check_writable(target, "to")
     failed = 0
@@ -139,6 +191,12 @@ class CompareMode(str, enum.Enum):
     torchair = "torchair"
 
 
+def _positive(value: float) -> float:
+    if not value > 0:  # `MaxRelativeErr < 0` can never hold: every row would FAIL
+        raise typer.BadParameter(f"{value} is not > 0")
+    return value
+
+
 @app.command()
 def compare(
     target_path: Annotated[
@@ -148,11 +206,13 @@ def compare(
         Path,
         typer.Option("--golden_path", "--golden-path", "-gp", help="The golden: an FX dump or a fusion-off GE dump."),
     ],
-    mode: Annotated[CompareMode, typer.Option("--mode", "-m", help="Compare mode.")] = CompareMode.torchair,
+    mode: Annotated[
+        CompareMode, typer.Option("--mode", "-m", case_sensitive=False, help="Compare mode.")
+    ] = CompareMode.torchair,
     output_path: Annotated[
         Path, typer.Option("--output_path", "--output-path", "-o", help="Directory for the reports.")
     ] = Path("."),
-    rank: Annotated[Optional[int], typer.Option("--rank", help="Compare this rank only.")] = None,
+    rank: Annotated[Optional[int], typer.Option("--rank", min=0, help="Compare this rank only.")] = None,
     data_mode: Annotated[
         str, typer.Option("--data-mode", "--data_mode", help="auto | tensor | statistics | md5.")
     ] = "auto",
@@ -182,12 +242,15 @@ def compare(
             "(torchair's graph_dump.path; default: the working directory).",
         ),
     ] = None,
-    cosine: Annotated[float, typer.Option(help="PASS needs Cosine >= this.")] = 0.99,
-    max_rel_err: Annotated[float, typer.Option(help="PASS needs MaxRelativeErr < this.")] = 0.01,
-    stats_rel_err: Annotated[float, typer.Option(help="Statistics PASS: relative errors <= this.")] = 0.01,
+    cosine: Annotated[float, typer.Option(min=-1.0, max=1.0, help="PASS needs Cosine >= this.")] = 0.99,
+    max_rel_err: Annotated[
+        float, typer.Option(callback=_positive, help="PASS needs MaxRelativeErr < this (> 0).")
+    ] = 0.01,
+    stats_rel_err: Annotated[float, typer.Option(min=0.0, help="Statistics PASS: relative errors <= this.")] = 0.01,
+    verbose: Verbose = False,
 ) -> None:
     """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
-    from tcmp.compare.console import print_summary
+    from tcmp.compare.console import print_plan, print_summary
     from tcmp.compare.records import CompareError
     from tcmp.compare.run import CompareOptions, DataMode, compare_workers, run_compare
     from tcmp.compare.verdict import Thresholds
@@ -202,6 +265,7 @@ def compare(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
         golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db, graph=graph,
     )  # fmt: skip
+    started = time.monotonic()
     try:
         with (
             compare_workers(jobs) as workers,
@@ -212,15 +276,15 @@ def compare(
             def advance(done: float, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            result, _ = run_compare(options, output_path, highlight=highlight, progress=advance, workers=workers)
+            result, inputs = run_compare(options, output_path, highlight=highlight, progress=advance, workers=workers)
     except CompareError as exc:
         raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
     except OSError as exc:
-        if logging.getLogger().isEnabledFor(logging.DEBUG):
-            raise
         raise _fail(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")) from None
+    if _verbose():  # what was compared with what, and how long it took
+        print_plan(err, inputs, time.monotonic() - started, jobs)
     print_summary(out, result)
-    if fail_on_diff and result.failed:
+    if result.unreadable or (fail_on_diff and result.failed):
         raise typer.Exit(EXIT_FAILURES)
 
 
@@ -230,6 +294,7 @@ def demo(
         Optional[Path], typer.Argument(help="An empty directory for the example (default: a new temp dir).")
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes.")] = default_compare_jobs(),
+    verbose: Verbose = False,
 ) -> None:
     """The main job on a built-in example: a simulated inference writes a synthetic GE dump (with injected faults)
     and its golden FX dump while `tcmp watch --drop-raw` condenses them; then the compare runs from the index."""
@@ -243,7 +308,7 @@ def demo(
             root, jobs=jobs, progress=lambda message: err.print(message, highlight=False, soft_wrap=True)
         )
     except DemoError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
     replay, index = demo_result.replay, demo_result.index
     out.print(
         f"simulated inference wrote {replay.files} files ({format_size(replay.bytes)}, {replay.chunks} writes) "
@@ -289,6 +354,7 @@ def watch(
         float, typer.Option("--reconcile-interval", min=0.1, help="Seconds between reconcile scans.")
     ] = 60.0,
     stall_limit: Annotated[float, typer.Option("--stall-limit", min=0.1, hidden=True)] = 300.0,
+    verbose: Verbose = False,
 ) -> None:
     """Summarize every finished dump file into the index as it appears (a daemon; `--once` for one pass)."""
     from tcmp.daemon.lock import IndexBusy
@@ -352,6 +418,7 @@ def status(
         Optional[Path], typer.Argument(help="A watched root (or a directory inside one); default: the cwd.")
     ] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help="The index file to report on.")] = None,
+    verbose: Verbose = False,
 ) -> None:
     """Files indexed, pending and failed, bytes read and freed, rate, and whether the daemon runs."""
     from tcmp.daemon.status import locate_index, status_lines, watch_status
@@ -373,7 +440,7 @@ def main() -> None:
     try:
         app()
     except Exception as exc:
-        if logging.getLogger().isEnabledFor(logging.DEBUG):
+        if _verbose():
             raise
         _fail(f"internal error ({type(exc).__name__}: {exc}); run with --verbose for the traceback")
         sys.exit(EXIT_RUNTIME)

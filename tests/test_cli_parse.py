@@ -100,7 +100,7 @@ def test_info_prints_names_verbatim(cli, tmp_path):
 def test_info_without_files(cli, tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     result = cli("parse", "--info", tmp_path, catch_exceptions=False)
-    assert result.exit_code == 1 and "no GE dump files" in result.stderr
+    assert result.exit_code == 2 and "no GE dump files" in result.stderr  # as in compare: a path without a dump
 
 
 def test_usage_error_without_output_or_info(cli, clean):

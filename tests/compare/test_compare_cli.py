@@ -83,8 +83,8 @@ def test_usage_errors_exit_2(cli, scenario):
 
 
 def test_runtime_errors_exit_3_with_one_line(cli, scenario, tmp_path):
-    result = cli("compare", "-tp", scenario.target, "-gp", scenario.target)
-    assert result.exit_code == 3 and "same dump" in result.stderr and "Traceback" not in result.stderr
+    result = cli("compare", "-tp", scenario.target, "-gp", scenario.target)  # a path mistake: usage
+    assert result.exit_code == 2 and "same dump" in result.stderr and "Traceback" not in result.stderr
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     result = compare(cli, scenario, "--output_path", str(blocker / "reports"))

@@ -328,13 +328,16 @@ def test_devices_without_rank_directories_are_compared_as_ranks(tmp_path):
 def test_rank_option(multi_rank):
     result, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=1), keep_rows=True)
     assert [r.rank for r in result.ranks] == [1]
-    # rank 0's golden files are listed, as out of scope, not dropped
-    rank0_golden = {
-        str(p) for p in multi_rank.golden_fx.rglob("*.npy") if "rank0" in str(p.relative_to(multi_rank.root))
-    }
-    listed = {u.path for u in result.ranks[0].unmatched if u.kind is UnmatchedKind.OUT_OF_SCOPE}
-    assert rank0_golden and listed == rank0_golden
-    with pytest.raises(CompareError, match="--rank 5"):
+    # rank 0, left out on purpose, is said once: not its golden files one by one as "out of scope"
+    assert "rank 0 not compared (--rank 1)" in result.notes
+    assert not [u for u in result.ranks[0].unmatched if "rank0" in u.path]
+    assert not [u for u in result.ranks[0].unmatched if u.kind is UnmatchedKind.OUT_OF_SCOPE]
+    # rank 1 still has all its rows: the same as in a compare of every rank
+    every, _ = run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx), keep_rows=True)
+    assert [r.rank for r in every.ranks] == [0, 1]
+    assert result.ranks[0].counts == every.ranks[1].counts
+    # a rank the dump does not hold: named, with the ranks it does hold, once each
+    with pytest.raises(CompareError, match=r"--rank 5: rank 5 is not in the target dump \(it holds ranks 0, 1\)$"):
         run_compare(CompareOptions(multi_rank.target, multi_rank.golden_fx, rank=5), keep_rows=True)
 
 

@@ -89,12 +89,12 @@ def test_mixed_raw_and_index_and_explicit_db(tmp_path):
 
 def test_graphs_come_from_the_index(scenario, monkeypatch):
     watch_once(scenario.root, drop_raw=False)
-    import tcmp.compare.collect as collect
+    import tcmp.compare.binding as binding
 
     def no_parsing(*args, **kwargs):
         raise AssertionError("the graph was parsed again although the index holds it")
 
-    monkeypatch.setattr(collect, "load_graph", no_parsing)
+    monkeypatch.setattr(binding, "load_graph", no_parsing)
     result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     assert result.mode.value == "tensor" and failing(result.ranks[0])
 

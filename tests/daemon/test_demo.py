@@ -66,4 +66,14 @@ def test_cli(cli, tmp_path):
     assert "1 recorded as failed" in result.stdout and "kept raw:" in result.stdout
     assert "starting `tcmp watch" in result.stderr
     taken = cli("demo", tmp_path / "demo")
-    assert taken.exit_code == 3 and "not empty" in taken.stderr
+    assert taken.exit_code == 2 and "not empty" in taken.stderr  # a directory the demo cannot have: usage
+
+
+def test_a_file_given_as_the_directory_is_a_usage_error(cli, tmp_path):
+    a_file = tmp_path / "afile"
+    a_file.write_text("mine")
+    result = cli("demo", a_file)
+    assert result.exit_code == 2, result.output
+    assert "is not a directory" in result.stderr and "internal error" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert a_file.read_text() == "mine" and [p.name for p in tmp_path.iterdir()] == ["afile"]
