@@ -43,6 +43,7 @@ from tcmp.schemas.layout import (
 )
 from tcmp.schemas.records import FileSummary, Side
 
+from .fx_stacks import with_stacks
 from .records import CompareError, Role, Unmatched, UnmatchedKind
 
 _BY_NAME_ONLY = "fused ops are decomposed by name only"
@@ -140,7 +141,8 @@ class _GraphCache:
                 except _UNREADABLE_INDEX as exc:  # damaged where the graphs are: parse the file
                     notes.append(f"index {self.index} unusable for graph {path.name}, parsed from the file: {exc}")
                     self.index = None
-            self.graphs[path] = stored if stored is not None else load_graph(path)
+            graph = stored if stored is not None else load_graph(path)
+            self.graphs[path] = with_stacks(graph, notes)  # Stack Info from the capture helper's stack file
         return self.graphs[path]
 
 
