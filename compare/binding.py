@@ -19,6 +19,7 @@ from tcmp.schemas.layout import DumpDir, DumpOutline, GraphFile, dump_names, gra
 from tcmp.schemas.records import Side
 
 from . import guidance
+from .fx_stacks import with_stacks
 from .records import CompareError, Unmatched
 from .sources import UNREADABLE_INDEX, DumpSource, by_model, by_token
 
@@ -59,7 +60,8 @@ class GraphCache:
                 except UNREADABLE_INDEX as exc:  # damaged where the graphs are: parse the file
                     notes.append(f"index {self.index} unusable for graph {path.name}, parsed from the file: {exc}")
                     self.index = None
-            self.graphs[path] = stored if stored is not None else load_graph(path)
+            graph = stored if stored is not None else load_graph(path)
+            self.graphs[path] = with_stacks(graph, notes)  # Stack Info from the capture helper's stack file
         return self.graphs[path]
 
 

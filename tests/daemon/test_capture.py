@@ -8,10 +8,12 @@ must be an existing directory, fusion_switch_file an existing file. It is not to
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import sys
+import types
 
 import pytest
 
@@ -24,6 +26,7 @@ from tcmp.daemon.capture import (
     enable_ge_dump,
     format_steps,
     load_torchair,
+    npu_backend,
     write_fusion_off_switch,
 )
 from tcmp.schemas.layout import FX_ROOT_NAMES, GE_ROOT_NAMES
@@ -155,3 +158,116 @@ def test_without_torch_npu_a_clear_message(tmp_path, monkeypatch):
         load_torchair()
     with pytest.raises(ImportError):
         enable_fx_dump(tmp_path)
+
+
+# --- FX stacks (npu_backend) ------------------------------------------------------------------------------------
+
+
+class _Node:
+    def __init__(self, name, target, stack=None) -> None:
+        self.name, self.target = name, target
+        self.meta = {"stack_trace": stack} if stack is not None else {}
+
+
+class _Gm:
+    def __init__(self, *nodes) -> None:
+        self.graph = type("Graph", (), {"nodes": list(nodes)})()
+
+
+def _stand_in_torchair(monkeypatch):
+    """STAND-IN for torchair's backend path, as both 2.5.1 and 2.14 have it (npu_fx_compiler.py): get_npu_backend
+    returns a partial of _npu_backend, which asks the module's `get_compiler` for its compiler at each call; the
+    compiler counts graphs in `_GLOBAL_GRAPH_ID` (the GE graph's `graph_N`)."""
+    compiler_module = types.ModuleType("torchair.npu_fx_compiler")
+    compiler_module._GLOBAL_GRAPH_ID = 0
+    compiled = []
+
+    class NpuFxCompiler:
+        def __init__(self, config) -> None:
+            self.config = config
+
+        def set_arg_pos_to_source(self, value):
+            return ("set", value)
+
+        def __call__(self, gm, example_inputs):
+            compiler_module._GLOBAL_GRAPH_ID += 1
+            compiled.append(gm)
+            return f"graph_{compiler_module._GLOBAL_GRAPH_ID}"
+
+    def get_compiler(config):
+        return NpuFxCompiler(config)
+
+    def _npu_backend(gm, example_inputs, compiler_config=None):
+        compiler = compiler_module.get_compiler(compiler_config)  # looked up at call time, as torchair does
+        assert compiler.set_arg_pos_to_source(1) == ("set", 1)
+        return compiler(gm, example_inputs)
+
+    compiler_module.get_compiler = get_compiler
+    torchair = types.ModuleType("torchair")
+    torchair.npu_fx_compiler = compiler_module
+    torchair.get_npu_backend = lambda compiler_config=None: functools.partial(
+        _npu_backend, compiler_config=compiler_config
+    )
+    monkeypatch.setitem(sys.modules, "torchair.npu_fx_compiler", compiler_module)
+    return torchair, compiled
+
+
+def test_npu_backend_records_each_compiled_graphs_stacks_beside_the_graph_dump(tmp_path, monkeypatch):
+    torchair, compiled = _stand_in_torchair(monkeypatch)
+    original = torchair.npu_fx_compiler.get_compiler
+    config = enable_ge_dump(tmp_path, config=StandInCompilerConfig())
+    backend = npu_backend(config, torchair=torchair)
+    first = _Gm(_Node("arg0_1", "arg0_1"), _Node("add", "aten.add.Tensor", "File m.py, line 3"),
+                _Node("output", "output"))  # fmt: skip
+    second = _Gm(_Node("add", "aten.add.Tensor", "File m.py, line 9"), _Node("mul", "aten.mul.Tensor", "line 10"))
+    assert backend(first, []) == "graph_1" and backend(second, []) == "graph_2"
+    assert compiled == [first, second]  # torchair's own compiler compiled the graphs it was given
+    assert torchair.npu_fx_compiler.get_compiler is original  # swapped only during each call
+    files = list((tmp_path / "msprobe_ge_dump").glob("tcmp_fx_stacks_*.json"))
+    assert [f.name for f in files] == [f"tcmp_fx_stacks_{os.getpid()}.json"]
+    assert json.loads(files[0].read_text()) == {
+        "format": "tcmp-fx-stacks",
+        "version": 1,
+        "pid": os.getpid(),
+        "graphs": [
+            {"number": 1, "nodes": [["add-aten.add.Tensor", "File m.py, line 3"]]},
+            {"number": 2, "nodes": [["add-aten.add.Tensor", "File m.py, line 9"], ["mul-aten.mul.Tensor", "line 10"]]},
+        ],
+    }
+
+
+def test_npu_backend_restores_torchair_when_the_compile_fails(tmp_path, monkeypatch):
+    torchair, _ = _stand_in_torchair(monkeypatch)
+    original = torchair.npu_fx_compiler.get_compiler
+
+    def failing(gm, example_inputs, compiler_config=None):
+        torchair.npu_fx_compiler.get_compiler(compiler_config)
+        raise RuntimeError("conversion failed")
+
+    torchair.get_npu_backend = lambda compiler_config=None: failing
+    backend = npu_backend(enable_ge_dump(tmp_path, config=StandInCompilerConfig()), torchair=torchair)
+    with pytest.raises(RuntimeError, match="conversion failed"):
+        backend(_Gm(), [])
+    assert torchair.npu_fx_compiler.get_compiler is original
+    assert not list(tmp_path.rglob("tcmp_fx_stacks_*.json"))
+
+
+def test_older_torchair_without_a_graph_dump_path_writes_to_the_working_directory(tmp_path, monkeypatch):
+    """torchair before 2025-05 has no graph_dump.path option (setting it raises): graph files and stacks go to the
+    working directory of the run."""
+    torchair, _ = _stand_in_torchair(monkeypatch)
+    config = StandInCompilerConfig()
+    config.debug.graph_dump = _Options({"type": _one_of(None, "txt")}, type=None)
+    config = enable_ge_dump(tmp_path / "run", config=config)
+    assert config.debug.graph_dump.type == "txt"
+    monkeypatch.chdir(tmp_path)
+    assert npu_backend(config, torchair=torchair)(_Gm(_Node("a", "t", "s")), []) == "graph_1"
+    assert [p.name for p in tmp_path.glob("tcmp_fx_stacks_*.json")] == [f"tcmp_fx_stacks_{os.getpid()}.json"]
+
+
+def test_npu_backend_refuses_a_torchair_without_its_compiler_factory(tmp_path, monkeypatch):
+    torchair = types.ModuleType("torchair")
+    torchair.get_npu_backend = lambda compiler_config=None: None
+    monkeypatch.delitem(sys.modules, "torchair.npu_fx_compiler", raising=False)
+    with pytest.raises(CaptureUnavailable, match="get_compiler"):
+        npu_backend(StandInCompilerConfig(), torchair=torchair)

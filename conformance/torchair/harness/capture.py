@@ -7,9 +7,11 @@ torch_npu stand-in on the path. torch and torchair are imported once; every run 
 as a fresh process would (torchair's graph counter at 1, dynamo's caches empty) and two run at once on two cores.
 
 Per model, under OUT/<model>/:
-    ge/        the conversion run, in this directory: torchair's graph dump (`dynamo_*graph*.txt`); GE is the
-               harness's executor (ge_executor.py), which saves to executed/ the graph torchair loaded and the
-               inputs of every run; the GE dump tree is written here later (ge_dump.py)
+    ge/        the conversion run, in this directory, configured by tcmp's capture helpers (enable_ge_dump,
+               npu_backend): torchair's graph dump (`dynamo_*graph*.txt`, in msprobe_ge_dump/, or here for
+               torchair before 2025-05) and tcmp's FX stack file beside it; GE is the harness's executor
+               (ge_executor.py), which saves to executed/ the graph torchair loaded and the inputs of every run;
+               the GE dump tree is written into msprobe_ge_dump/ later (ge_dump.py)
     fx/        the FX data dump run, in this directory: torchair's `_NpuFxDumper` writes its .npy files
     capture.json   what both runs did: steps, the FX graphs as captured and as converted, errors
 Both runs get the dump directory as their working directory, which every torchair version honours (older ones
@@ -19,6 +21,8 @@ have no `path` option and write there), as msprobe's dump directories are.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -29,7 +33,7 @@ from pathlib import Path
 import torch
 import torch_npu  # noqa: F401 — the stand-in; must be imported before torchair, as torch_npu is
 
-from . import fx_record, torch_compat
+from . import fx_record, source_lines, torch_compat
 from .versions import version as version_of
 
 MODES = ("ge", "fx")
@@ -56,6 +60,41 @@ def _max_rel_diff(got, want) -> float:
     return worst
 
 
+REPO = Path(__file__).resolve().parents[3]
+
+
+def tcmp_capture():
+    """tcmp's capture helpers (tcmp.daemon.capture), imported from the repository: its package directories map
+    onto `tcmp.*` (pyproject's package-dir) through the `tcmp` package's search path. Nothing of tcmp beyond the
+    standard library is needed for them, so the harness's torch environment does without installing tcmp."""
+    if "tcmp" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "tcmp", REPO / "tcmp" / "__init__.py", submodule_search_locations=[str(REPO / "tcmp"), str(REPO)]
+        )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["tcmp"] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module("tcmp.daemon.capture")
+
+
+def _register_patterns_of(mode: str) -> None:
+    """What torchair's pattern pass registers when it optimizes a graph compiled in `mode` (torchair 2.14 registers
+    npu_transpose_batchmatmul and npu_add_rms_norm_quant only outside max-autotune): its own `_apply_pattern_passes`
+    on an empty graph. The registration is process-wide (lru_cache, one PatternMatcherPass), so the GE graphs
+    compiled after it get those patterns too, as in a process that compiled a `mode` graph first."""
+    import torchair
+
+    try:
+        from torchair.patterns.pattern_util import _apply_pattern_passes
+    except ImportError:  # older torchair has no pattern pass
+        return
+    config = torchair.CompilerConfig()
+    config.mode = mode
+    graph = torch.fx.Graph()
+    graph.output(None)
+    _apply_pattern_passes(torch.fx.GraphModule(torch.nn.Module(), graph), config=config)
+
+
 def _run(model, mode: str, model_dir: Path) -> dict:
     import torchair
     from torchair._ge_concrete_graph import ge_ir_pb2
@@ -71,21 +110,28 @@ def _run(model, mode: str, model_dir: Path) -> dict:
         _set_option(config, path, value)
     if mode == "fx":
         config.debug.data_dump.type = "npy"
+        backend = torchair.get_npu_backend(compiler_config=config)
     else:
-        config.debug.graph_dump.type = "txt"
+        # as a user does: tcmp's capture helpers switch the GE dump and the graph dump on (in ge/msprobe_ge_dump;
+        # torchair before 2025-05 puts the graph files in the working directory, ge/) and record the FX stacks
+        capture_helpers = tcmp_capture()
+        config = capture_helpers.enable_ge_dump(work, config=config)
+        backend = capture_helpers.npu_backend(config, torchair=torchair)
         _torchair.EXECUTOR = RecordingExecutor(model_dir / "executed", ge_ir_pb2)
+    if mode == "ge" and model.patterns_of_mode:
+        _register_patterns_of(model.patterns_of_mode)
     module = model.build().eval()
-    compiled = torch.compile(
-        module, backend=torchair.get_npu_backend(compiler_config=config), dynamic=model.dynamic, fullgraph=True
-    )
-    diffs = []
+    compiled = torch.compile(module, backend=backend, dynamic=model.dynamic, fullgraph=True)
+    diffs, eager_calls = [], []
     with torch.no_grad():
         for step in range(model.steps):
             inputs = model.inputs(step)
             got = compiled(*inputs)
+            if step == 0 and mode == "ge":
+                eager_calls = source_lines.eager_calls(module, inputs)
             diffs.append(_max_rel_diff(got, module(*inputs)))
     graphs = fx_record.captured_graphs() if mode == "fx" else fx_record.converted_graphs()
-    return {"ok": True, "max_rel_diff_to_eager": max(diffs), "fx_graphs": graphs}
+    return {"ok": True, "max_rel_diff_to_eager": max(diffs), "fx_graphs": graphs, "eager_calls": eager_calls}
 
 
 def _child(model, mode: str, model_dir: Path) -> None:
@@ -161,11 +207,13 @@ def main(argv=None) -> int:
             "exercises": model.exercises,
             "steps": model.steps,
             "fault_op_types": list(model.fault_op_types),
+            "fuses": list(model.fuses),
             "ok": ge["ok"] and fx["ok"],
-            "ge_run": {k: v for k, v in ge.items() if k != "fx_graphs"},
+            "ge_run": {k: v for k, v in ge.items() if k not in ("fx_graphs", "eager_calls")},
             "fx_run": {k: v for k, v in fx.items() if k != "fx_graphs"},
             "fx_graphs_captured": fx.get("fx_graphs", {}),
             "fx_graphs_converted": ge.get("fx_graphs", {}),
+            "eager_calls": ge.get("eager_calls", []),
         }
         (out / model.name / "capture.json").write_text(json.dumps(record, indent=1))
     return 0 if all(r["ok"] for r in results.values()) else 1

@@ -7,6 +7,8 @@ The checks (each an acceptance criterion of the conformance harness):
 - missing op: a GE op with a dump file that is neither in the table nor in the unmatched file;
 - unexplained "no partner": an item tcmp says has no partner while the other side holds its value;
 - by design without its reason: a "by design" item whose reason does not name the torchair behaviour behind it.
+- Stack Info: a row of a GE op named after an FX node must name in Stack Info the lines of harness/models.py the
+  model ran that node's op from (truth.expected_stack_lines; at least one row per model is checked).
 Two more counts inform without failing: rows whose two tensors are not the same tensor (wrong pairings, PASS or
 FAIL), and named GE outputs whose FX file exists but that no row compares.
 """
@@ -68,6 +70,8 @@ class ModelResult:
     unexplained_no_partner: list = field(default_factory=list)
     by_design_without_reason: list = field(default_factory=list)
     named_not_compared: list = field(default_factory=list)
+    stacks_checked: int = 0
+    stack_wrong: list = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -79,6 +83,8 @@ class ModelResult:
             and not self.missing_ops
             and not self.unexplained_no_partner
             and not self.by_design_without_reason
+            and self.stacks_checked > 0
+            and not self.stack_wrong
         )
 
 
@@ -118,6 +124,17 @@ def evaluate(version: str, model: str, truth: ModelTruth, compared: CompareOutpu
             fault_failed_steps.add(token)
         if not truth.pair_is_right(tensor, bench):
             result.wrong_pairs.append(label)
+        lines = truth.expected_stack_lines(match["op"])
+        if lines is not None:
+            result.stacks_checked += 1
+            stack = row.get("Stack Info", "")
+            missing = [n for n in lines if f'models.py", line {n},' not in stack]
+            if missing:
+                shown = " / ".join(s.strip() for s in stack.strip().splitlines()[-2:]) or "N/A"
+                result.stack_wrong.append(
+                    f"{row['API Name']} (token {token}): lines {list(lines)} expected, {missing} not in its "
+                    f"Stack Info ({shown})"
+                )
     result.fault_fails = fault_failed_steps == set(steps)
     firsts = {(d["token"], d["op"]) for d in (compared.summary or {}).get("first_divergence", [])}
     result.fault_first = all((s, ge.fault_op) in firsts for s in steps)

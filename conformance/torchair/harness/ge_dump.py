@@ -4,8 +4,9 @@ This side is synthetic — no GE ran. For each run of the graph (one GE step), t
 interpreted on that run's inputs (ge_interp.walk), op by op in torchair's order; every output that carries an
 `_fx_tensor_name` whose FX file exists takes that FX tensor's value cast to the GE dtype (after the interpreter's
 own value is checked to agree with it), so the tensors both sides name are equal, and an op without a name is
-computed from exactly those values. Then one file per executed op (not Data/Const/NetOutput) is written with
-tcmp's synthetic writer, in GE's tree layout and file names (spec §3.1, §4.1).
+computed from exactly those values. An output named after a pattern-fused node (no FX file of that name) takes the
+value of the FX output of a replaced node that holds it. Then one file per executed op (not Data/Const/NetOutput)
+is written with tcmp's synthetic writer, in GE's tree layout and file names (spec §3.1, §4.1).
 
 The fault: one executed op of one of the model's `fault_op_types` (fault_op) gets its float outputs changed;
 the same changed values are what its consumers' dumped inputs hold. Nothing downstream changes (the consumers
@@ -28,6 +29,8 @@ from .fx_files import FxFile, element
 from .ge_graph import Edge, GeGraph, GeOp, graph_from_proto, read_graph_text, read_model_bytes
 from .run_inputs import load_inputs
 
+GE_DUMP_DIR = "msprobe_ge_dump"  # tcmp.daemon.capture.GE_DUMP_DIR: enable_ge_dump's dump_path under its root
+
 
 class HarnessError(RuntimeError):
     """The harness could not build a trustworthy GE side for a model (its own fault, never tcmp's)."""
@@ -47,7 +50,8 @@ class GeTensor:
     faulted: bool  # the file holds a changed value instead
     fx_name: Optional[str]  # outputs: its `_fx_tensor_name`; inputs: the producer output's
     producer: Optional[Edge]  # inputs: the edge it reads
-    from_fx: bool  # outputs: the value is the named FX tensor's (else the interpreter's)
+    from_fx: bool  # outputs: the value is an FX tensor's (the one it is named after, or the replaced node's output
+    # a pattern-fused op's output stands for), else the interpreter's
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ def load_executed_graph(model_dir: Path, ir) -> tuple[GeGraph, list[Path]]:
     if len(models) != 1:
         raise HarnessError(f"{model_dir.name}: expected one GE graph, torchair loaded {len(models)}")
     graph = graph_from_proto(read_model_bytes(models[0].read_bytes(), ir))
-    dumps = sorted((model_dir / "ge").glob("dynamo_optimized_*.txt"))
+    dumps = sorted((model_dir / "ge").rglob("dynamo_optimized_*.txt"))
     if len(dumps) != 1:
         raise HarnessError(f"{model_dir.name}: expected one dynamo_optimized graph dump, found {len(dumps)}")
     dumped = graph_from_proto(read_graph_text(dumps[0], ir))
@@ -138,9 +142,24 @@ def fault_op(graph: GeGraph, op_types: tuple[str, ...], values: dict, from_fx: s
     raise HarnessError(f"graph {graph.name} has no op of the fault types {op_types} with an output in the FX dump")
 
 
-def _settled_values(graph: GeGraph, inputs: list, fx_outputs: dict, step: int) -> tuple[dict, set]:
-    """Every tensor's fault-free value in one run, named outputs taken from the FX files; and which came from FX."""
+def _replaced_value(op: GeOp, i: int, value: np.ndarray, fx_values: list, step: int) -> Optional[np.ndarray]:
+    """The FX value an output of a pattern-fused op holds: the output of one of the nodes the pattern replaced,
+    found as the FX outputs of the step that hold the interpreter's value (all of them must agree)."""
+    dtype = ge_interp.NUMPY_TO_GE[np.dtype(value.dtype)]
+    held = [ge_interp.cast(v, dtype) for v in fx_values if values_match(value, v)]
+    if not held:
+        return None
+    if any(not np.array_equal(held[0], other) for other in held[1:]):
+        raise HarnessError(f"step {step}: {op.name} ({op.type}) output {i}: FX outputs of different values hold it")
+    return held[0]
+
+
+def _settled_values(graph: GeGraph, inputs: list, fx_outputs: dict, step: int, fused_nodes) -> tuple[dict, set]:
+    """Every tensor's fault-free value in one run, named outputs taken from the FX files; and which came from FX.
+    An output named after a pattern-fused node (`fused_nodes`: the converted graph's, which the FX dump does not
+    have) takes the value of the replaced node's FX output that holds it."""
     from_fx: set = set()
+    numeric = [v for f in fx_outputs.values() for v in [_numeric(f)] if v is not None]
 
     def settle(op: GeOp, outputs: list) -> list:
         settled = list(outputs)
@@ -150,6 +169,11 @@ def _settled_values(graph: GeGraph, inputs: list, fx_outputs: dict, step: int) -
             file_name, path = _parse_fx_name(desc.fx_name)
             fx_file = fx_outputs.get(file_name)
             if fx_file is None:
+                if desc.fx_name.split("-", 1)[0] in fused_nodes:
+                    replaced = _replaced_value(op, i, outputs[i], numeric, step)
+                    if replaced is not None:
+                        settled[i] = replaced
+                        from_fx.add((op.name, i))
                 continue
             fx_value = element(fx_file.load(), path)
             if fx_value is None:
@@ -180,17 +204,19 @@ def _spec(value: np.ndarray) -> TensorSpec:
     return TensorSpec(values=logical, dtype=dtype)
 
 
-def write_ge_side(model_dir: Path, ir, fx: list[FxFile], fault_op_types: tuple[str, ...], rank_dirs: bool) -> GeSide:
+def write_ge_side(
+    model_dir: Path, ir, fx: list[FxFile], fault_op_types: tuple[str, ...], rank_dirs: bool, fused_nodes=frozenset()
+) -> GeSide:
     graph, runs = load_executed_graph(model_dir, ir)
     settled = []
     for step, run in enumerate(runs):
         fx_outputs = {f.tensor_name: f for f in fx if f.step == step and f.io == "OUTPUT"}
-        settled.append(_settled_values(graph, load_inputs(run), fx_outputs, step))
+        settled.append(_settled_values(graph, load_inputs(run), fx_outputs, step, fused_nodes))
     if not settled:
         raise HarnessError(f"{model_dir.name}: GE never ran graph {graph.name}")
     step0_fx = [v for f in fx if f.step == 0 and f.io == "OUTPUT" for v in [_numeric(f)] if v is not None]
     faulty = fault_op(graph, fault_op_types, settled[0][0], settled[0][1], step0_fx)
-    root = model_dir / "ge"
+    root = model_dir / "ge" / GE_DUMP_DIR  # where enable_ge_dump pointed GE's dump_path
     if rank_dirs:
         root = root / "worldsize1_global_rank0"
     base = root / time.strftime("%Y%m%d%H%M%S") / "0" / f"{graph.name}_0" / "1"

@@ -201,6 +201,67 @@ def _add_rms_norm(op, x):
     return [y, rstd, added]
 
 
+def _int8(values: np.ndarray) -> np.ndarray:
+    """Quantized values: round half to even, saturated to int8 (as the stand-in's torch_npu kernels do)."""
+    return np.clip(np.rint(values), -128, 127).astype(np.int8)
+
+
+def _per_token_quant(y32: np.ndarray, smooth: Optional[np.ndarray]):
+    """DynamicQuant's per-token symmetric int8: scale = rowMax(|y·smooth|) / 127, q = round(y·smooth / scale)."""
+    if smooth is not None:
+        y32 = y32 * _f32(smooth)
+    scale = (np.abs(y32).max(axis=-1) / np.float32(127.0)).astype(np.float32)
+    return _int8(y32 / scale[..., None]), scale
+
+
+def _optional(x, i: int):
+    return x[i] if i < len(x) else None
+
+
+def _dynamic_quant(op, x):
+    if _optional(x, 2) is not None:
+        raise UnknownGeOp(f"{op.name}: DynamicQuant is interpreted without group_index only")
+    return list(_per_token_quant(_f32(x[0]), _optional(x, 1)))
+
+
+def _add_rms_norm_dynamic_quant(op, x):
+    """y1, y2, x, scale1, scale2: the normed y (rounded to the input dtype) quantized per token, one path per
+    output_mask entry; an output the mask switches off is a [1] tensor of zeros (torch_npu's docs)."""
+    added = (_f32(x[0]) + _f32(x[1])).astype(x[0].dtype)
+    y, _rstd = _rms_norm(_f32(added), x[2], float(_attr(op, "epsilon", 1e-6)))
+    beta = _optional(x, 5)
+    if beta is not None:
+        y = y + _f32(beta)
+    y32 = _f32(y.astype(x[0].dtype))
+    smooth1, smooth2 = _optional(x, 3), _optional(x, 4)
+    mask = [bool(b) for b in _attr(op, "output_mask", [])] or [True, smooth1 is not None and smooth2 is not None]
+    off = (np.zeros([1], dtype=np.int8), np.zeros([1], dtype=np.float32))
+    y1, scale1 = _per_token_quant(y32, smooth1) if mask[0] else off
+    y2, scale2 = _per_token_quant(y32, smooth2) if mask[1] else off
+    return [y1, y2, added, scale1, scale2]
+
+
+def _quantize(op, x):
+    """Quantize (npu_quantize, div_mode): round(x / scales + zero_points), scales and zero_points already shaped to
+    broadcast along `axis` by the converter's Unsqueeze."""
+    if _attr(op, "dtype", b"torch.qint8") not in (b"torch.qint8", "torch.qint8"):
+        raise UnknownGeOp(f"{op.name}: Quantize is interpreted for dtype torch.qint8 only")
+    q = _f32(x[0]) / _f32(x[1])
+    zero_points = _optional(x, 2)
+    if zero_points is not None:
+        q = q + _f32(zero_points)
+    return [_int8(q)]
+
+
+def _transpose_batch_matmul(op, x):
+    """y = permute(permute(x1, perm_x1) @ permute(x2, perm_x2), perm_y)."""
+    if _optional(x, 2) is not None or _optional(x, 3) is not None or int(_attr(op, "batch_split_factor", 1)) != 1:
+        raise UnknownGeOp(f"{op.name}: TransposeBatchMatMul is interpreted without bias, scale or batch split")
+    a = np.transpose(_f32(x[0]), [int(p) for p in _attr(op, "perm_x1", [0, 1, 2])])
+    b = np.transpose(_f32(x[1]), [int(p) for p in _attr(op, "perm_x2", [0, 1, 2])])
+    return [np.transpose(np.matmul(a, b), [int(p) for p in _attr(op, "perm_y", [1, 0, 2])])]
+
+
 def _split_v(op, x):
     v, sizes, dim = x[0], [int(s) for s in x[1]], int(np.asarray(x[2]).reshape(-1)[0]) % x[0].ndim
     if -1 in sizes:
@@ -372,6 +433,10 @@ _OPS: dict[str, Callable[[GeOp, Sequence[np.ndarray]], list]] = {
     "RmsNorm": _rms_norm_op,
     "AddRmsNorm": _add_rms_norm,
     "AddRmsNormCast": _add_rms_norm_cast,
+    "DynamicQuant": _dynamic_quant,
+    "AddRmsNormDynamicQuant": _add_rms_norm_dynamic_quant,
+    "Quantize": _quantize,
+    "TransposeBatchMatMul": _transpose_batch_matmul,
     "SplitV": _split_v,
     "ArgMaxWithValue": _arg_max_with_value,
     "StridedSliceV2": _strided_slice_v2,
@@ -424,6 +489,9 @@ _FIXED_OUTPUTS = {  # outputs whose dtype the REG_OP fixes; None = the dtype of 
     "AddRmsNorm": (None, 1, None),
     "AddRmsNormCast": (1, None, 1, None),
     "FusedInferAttentionScore": (None, 1),
+    "DynamicQuant": (3, 1),  # int8 (the only dst_type interpreted), float32 scale
+    "AddRmsNormDynamicQuant": (3, 3, None, 1, 1),
+    "Quantize": (3,),
 }
 
 

@@ -19,6 +19,18 @@ from pathlib import Path
 from . import evaluate, fx_files, ge_dump, ge_graph, ge_interp, truth
 from .versions import version as version_of
 
+# The targets torchair 2.14's pattern replacements create (patterns/*.py, replace_fn): a node of one of them in the
+# converted graph is a pattern fusion.
+PATTERN_FUSED_TARGETS = frozenset(
+    {
+        "npu.npu_add_rms_norm_cast.default",
+        "npu.npu_add_rms_norm_dynamic_quant.default",
+        "npu.npu_add_rms_norm_quant.default",
+        "npu.npu_transpose_batchmatmul.default",
+    }
+)
+PATTERN_PASS_SINCE = (2, 14)  # torchair 2.5.1 has no pattern pass
+
 # the compiled model's outputs (GE = the harness's interpreter) against eager torch, relative to the outputs' size
 EAGER_TOLERANCE = 2e-2
 
@@ -33,6 +45,48 @@ def _cause(error: str) -> str:
     return lines[-1] if lines else "no message"
 
 
+def _args(node: dict) -> list:
+    return [a["node"] for a in node["args"] if isinstance(a, dict) and "node" in a]
+
+
+def expected_lines(record: dict, fused_nodes) -> dict:
+    """{FX node name: the models.py lines its Stack Info must name}: the n-th node of a target in the captured
+    graph is the n-th eager call of that target (targets whose counts differ are left out); a pattern-fused node
+    of the converted graph takes the lines of the captured node sharing most of its inputs (the node the pattern
+    started from)."""
+    captured = [n for nodes in record["fx_graphs_captured"].values() for n in nodes if n["op"] == "call_function"]
+    calls: dict = {}
+    for target, lines in record.get("eager_calls", []):
+        calls.setdefault(target, []).append(lines)
+    nodes_of: dict = {}
+    for node in captured:
+        nodes_of.setdefault(node["target"], []).append(node)
+    out = {}
+    for target, nodes in nodes_of.items():
+        if len(calls.get(target, ())) == len(nodes):
+            out.update((node["name"], tuple(lines)) for node, lines in zip(nodes, calls[target]))
+    converted = [n for nodes in record["fx_graphs_converted"].values() for n in nodes]
+    for fused in (n for n in converted if n["name"] in fused_nodes):
+        shared = [(len(set(_args(fused)) & set(_args(n))), n["name"]) for n in captured if n["name"] in out]
+        best = max(shared, default=(0, None))
+        if best[0] > 0 and [s for s, _ in shared].count(best[0]) == 1:
+            out[fused["name"]] = out[best[1]]
+    return out
+
+
+def _check_fusions(key: str, record: dict) -> None:
+    """The pattern fusions torchair made are exactly those the catalogue model exists for (none before 2.14)."""
+    made = sorted(
+        n["target"] for nodes in record["fx_graphs_converted"].values() for n in nodes
+        if n["op"] == "call_function" and n["target"] in PATTERN_FUSED_TARGETS
+    )  # fmt: skip
+    has_pass = tuple(int(p) for p in key.split(".")[:2]) >= PATTERN_PASS_SINCE
+    expected = sorted(record.get("fuses", ())) if has_pass else []
+    if made != expected:
+        raise ge_dump.HarnessError(f"torchair's pattern pass fused {made or 'nothing'}, the model is built for "
+                                   f"{expected or 'no fusion'}")  # fmt: skip
+
+
 def judge_model(key: str, model_dir: Path, ir, tcmp: Path, rank_dirs: bool) -> evaluate.ModelResult:
     record = json.loads((model_dir / "capture.json").read_text())
     for mode in ("ge_run", "fx_run"):
@@ -41,13 +95,21 @@ def judge_model(key: str, model_dir: Path, ir, tcmp: Path, rank_dirs: bool) -> e
     drift = record["ge_run"]["max_rel_diff_to_eager"]
     if not drift <= EAGER_TOLERANCE:
         raise ge_dump.HarnessError(f"the GE run's outputs differ from eager torch by {drift:.3g} (relative)")
-    for stale in (model_dir / "ge").iterdir():  # a previous GE side, or tcmp's graph cache
-        if stale.is_dir():
-            shutil.rmtree(stale)
+    _check_fusions(key, record)
+    ge_root = model_dir / "ge"
+    for where in (ge_root, ge_root / ge_dump.GE_DUMP_DIR):  # a previous GE side, or tcmp's graph cache
+        for stale in where.iterdir() if where.is_dir() else ():
+            if stale.is_dir() and stale.name != ge_dump.GE_DUMP_DIR:
+                shutil.rmtree(stale)
     shutil.rmtree(model_dir / "report", ignore_errors=True)
     fx = fx_files.fx_files(model_dir / "fx")
-    side = ge_dump.write_ge_side(model_dir, ir, fx, tuple(record["fault_op_types"]), rank_dirs)
+    fused_nodes = frozenset(
+        n["name"] for nodes in record["fx_graphs_converted"].values() for n in nodes
+        if n["target"] in PATTERN_FUSED_TARGETS
+    )  # fmt: skip
+    side = ge_dump.write_ge_side(model_dir, ir, fx, tuple(record["fault_op_types"]), rank_dirs, fused_nodes)
     model_truth = truth.ModelTruth(side, fx, record["fx_graphs_captured"], record["fx_graphs_converted"])
+    model_truth.source_lines = expected_lines(record, fused_nodes)
     compared = evaluate.run_tcmp(tcmp, model_dir / "ge", model_dir / "fx", model_dir / "report")
     return evaluate.evaluate(key, model_dir.name, model_truth, compared)
 

@@ -34,6 +34,13 @@ class CatalogueModel:
     config: dict = field(default_factory=dict)  # CompilerConfig attribute path -> value
     min_version: tuple = ()  # (major, minor): older torchair cannot convert the model ...
     min_version_why: str = ""  # ... because of this
+    # the pattern-fused FX targets torchair 2.14's pattern pass must put into the converted graph (exactly these;
+    # older torchair has no pattern pass and must fuse nothing) — checked, so a model that stops triggering its
+    # pattern is a harness error, not a silent pass
+    fuses: tuple[str, ...] = ()
+    # register the patterns torchair registers for this mode too (pattern_util._apply_pattern_passes), as a
+    # process that compiled a graph in that mode first has them: the registration is process-wide
+    patterns_of_mode: str = ""
 
     def inputs(self, step: int) -> tuple:
         generator = torch.Generator().manual_seed(zlib.crc32(f"{self.name}/{step}".encode()))
@@ -61,8 +68,16 @@ def _weights(seed: int, **shapes) -> dict:
     generator = torch.Generator().manual_seed(seed)
     out = {}
     for name, (shape, dtype) in shapes.items():
-        out[name] = (torch.randn(*shape, generator=generator) * 0.3).to(dtype)
+        if dtype in (torch.int32, torch.int64):
+            out[name] = torch.randint(-3, 4, shape, generator=generator).to(dtype)
+        else:
+            out[name] = (torch.randn(*shape, generator=generator) * 0.3).to(dtype)
     return out
+
+
+def _positive(weights: dict, *names: str) -> dict:
+    """Scales that divide (quantization): |w| + 0.5, never near zero."""
+    return {k: (v.abs() + 0.5).to(v.dtype) if k in names else v for k, v in weights.items()}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -100,6 +115,47 @@ def _npu_rms_norm(m, x, residual):
 def _add_rms_norm_cast(m, x1, x2):
     y, _rstd, x = torch_npu.npu_add_rms_norm(x1, x2, m.w)
     return y.to(torch.float32) * 2.0, y, x
+
+
+def _norm_block(x, residual, w, proj):
+    """A decoder-ish block: residual add + RMS norm, the normed tensor cast up to float32 for a projection."""
+    y, _rstd, h = torch_npu.npu_add_rms_norm(x, residual, w)
+    mixed = (y.to(torch.float32) @ proj).to(torch.float16)
+    return mixed + y, h
+
+
+def _add_rms_norm_cast_x2(m, x, residual):
+    a, h = _norm_block(x, residual, m.w1, m.p1)
+    b, h2 = _norm_block(a, h, m.w2, m.p2)
+    return b, h2
+
+
+def _add_rms_norm_cast_view(m, x1, x2):
+    y, _rstd, x = torch_npu.npu_add_rms_norm(x1, x2, m.w)
+    h = y.size(-1)
+    return y.view(-1, h).to(torch.float32) * 2.0, y, x
+
+
+def _add_rms_norm_dynamic_quant(m, x1, x2):
+    y, _rstd, x = torch_npu.npu_add_rms_norm(x1, x2, m.w)
+    q, scale = torch_npu.npu_dynamic_quant(y, smooth_scales=m.smooth)
+    return q, scale * 2.0, x
+
+
+def _add_rms_norm_dynamic_quant_flatten(m, x1, x2):
+    y, _rstd, x = torch_npu.npu_add_rms_norm(x1, x2, m.w)
+    q, scale = torch_npu.npu_dynamic_quant(y.flatten(0, 1))
+    return q, scale.view(-1, 1), x
+
+
+def _add_rms_norm_quant(m, x1, x2):
+    y, _rstd, x = torch_npu.npu_add_rms_norm(x1, x2, m.w)
+    q = torch_npu.npu_quantize(y, m.scales, m.offsets, 1, -1, True)  # dtype 1: torch.int8's ScalarType number
+    return q, x * 2.0
+
+
+def _transpose_batchmatmul(m, x):
+    return torch.bmm(x, m.w).transpose(0, 1) * 2.0
 
 
 def _split(m, x):
@@ -263,6 +319,9 @@ def _fp16(g, *shape):
     return _randn(g, *shape, dtype=torch.float16)
 
 
+_CAST_FUSED = "npu.npu_add_rms_norm_cast.default"
+
+
 def catalogue() -> tuple[CatalogueModel, ...]:
     _register_custom_converters()
     f16, f32, bf16 = torch.float16, torch.float32, torch.bfloat16
@@ -294,6 +353,66 @@ def catalogue() -> tuple[CatalogueModel, ...]:
             lambda: _Fn(_add_rms_norm_cast, **_weights(4, w=((16,), f16))),
             lambda g, s: (_fp16(g, 4, 16), _fp16(g, 4, 16)),
             fault_op_types=("AddRmsNormCast", "AddRmsNorm"),
+            fuses=(_CAST_FUSED,),
+        ),
+        CatalogueModel(
+            "add_rms_norm_cast_x2",
+            "two decoder-ish blocks: two AddRmsNormCast of one pattern in one graph, told apart by graph order",
+            lambda: _Fn(
+                _add_rms_norm_cast_x2,
+                **_weights(11, w1=((16,), f16), p1=((16, 16), f32), w2=((16,), f16), p2=((16, 16), f32)),
+            ),
+            lambda g, s: (_fp16(g, 4, 16), _fp16(g, 4, 16)),
+            fault_op_types=("AddRmsNormCast", "AddRmsNorm"),
+            fuses=(_CAST_FUSED, _CAST_FUSED),
+        ),
+        CatalogueModel(
+            "add_rms_norm_cast_view",
+            "npu_add_rms_norm + y.view(-1, h).to(float32): the pattern's view form (extra_check: h = x1's last dim)",
+            lambda: _Fn(_add_rms_norm_cast_view, **_weights(12, w=((16,), f16))),
+            lambda g, s: (_fp16(g, 2, 3, 16), _fp16(g, 2, 3, 16)),
+            fault_op_types=("AddRmsNormCast", "AddRmsNorm"),
+            fuses=(_CAST_FUSED,),
+        ),
+        CatalogueModel(
+            "add_rms_norm_dynamic_quant",
+            "npu_add_rms_norm + npu_dynamic_quant(smooth_scales): fused into AddRmsNormDynamicQuant (int8 + scale)",
+            lambda: _Fn(
+                _add_rms_norm_dynamic_quant, **_positive(_weights(13, w=((16,), f16), smooth=((16,), f16)), "smooth")
+            ),
+            lambda g, s: (_fp16(g, 4, 16), _fp16(g, 4, 16)),
+            fault_op_types=("AddRmsNormDynamicQuant", "AddRmsNorm"),
+            fuses=("npu.npu_add_rms_norm_dynamic_quant.default",),
+        ),
+        CatalogueModel(
+            "add_rms_norm_dynamic_quant_flatten",
+            "npu_add_rms_norm + flatten(0, 1) + npu_dynamic_quant + scale.view(-1, 1): the pattern's second form",
+            lambda: _Fn(_add_rms_norm_dynamic_quant_flatten, **_weights(14, w=((16,), f16))),
+            lambda g, s: (_fp16(g, 2, 3, 16), _fp16(g, 2, 3, 16)),
+            fault_op_types=("AddRmsNormDynamicQuant", "AddRmsNorm"),
+            fuses=("npu.npu_add_rms_norm_dynamic_quant.default",),
+        ),
+        CatalogueModel(
+            "add_rms_norm_quant",
+            "npu_add_rms_norm + npu_quantize: torchair registers this pattern only outside max-autotune; GE keeps both",
+            lambda: _Fn(
+                _add_rms_norm_quant,
+                **_positive(_weights(15, w=((16,), f16), scales=((16,), f32), offsets=((16,), torch.int32)), "scales"),
+            ),
+            lambda g, s: (_fp16(g, 4, 16), _fp16(g, 4, 16)),
+            fault_op_types=("AddRmsNorm",),
+            min_version=(2, 14),
+            min_version_why="torchair 2.5.1's npu_quantize converter takes torch_npu 2.5.1's ScalarType dtype; the "
+            "stand-in has torch_npu 2.14's `int dtype` (RuntimeError: Not supportted output dtype)",
+        ),
+        CatalogueModel(
+            "transpose_batchmatmul",
+            "bmm + transpose(0, 1) -> TransposeBatchMatMul, with the patterns a reduce-overhead graph registers first",
+            lambda: _Fn(_transpose_batchmatmul, **_weights(16, w=((2, 128, 128), f16))),
+            lambda g, s: (_fp16(g, 2, 4, 128),),
+            fault_op_types=("TransposeBatchMatMul", "BatchMatMul", "BatchMatMulV2"),
+            fuses=("npu.npu_transpose_batchmatmul.default",),
+            patterns_of_mode="reduce-overhead",
         ),
         CatalogueModel(
             "split",

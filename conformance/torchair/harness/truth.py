@@ -66,6 +66,22 @@ class ModelTruth:
         self.converted = {n["name"]: n for nodes in converted.values() for n in nodes}
         self.ge_names = {t.fx_name for t in ge.tensors if t.io == "output" and t.fx_name}
         self.by_key = {(t.step, t.op, t.io, t.index): t for t in ge.tensors}
+        # {FX node name: the models.py lines its stack must name} (judge.expected_lines)
+        self.source_lines: dict = {}
+
+    def expected_stack_lines(self, op_name: str):
+        """The models.py lines a row of GE op `op_name` must show in Stack Info: those of the FX node its outputs
+        are named after (None when the harness does not know them: an op without a name, a sym node, …)."""
+        try:
+            op = self.ge.graph.op(op_name)
+        except KeyError:
+            return None
+        for desc in op.output_descs:
+            if desc.fx_name is not None:
+                lines = self.source_lines.get(desc.fx_name.split("-", 1)[0])
+                if lines:
+                    return lines
+        return None
 
     # -- values ------------------------------------------------------------------------------------------------
 

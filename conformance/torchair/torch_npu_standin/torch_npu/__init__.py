@@ -6,7 +6,8 @@ bridge to the NPU and cannot load here, so this package provides only what torch
 
 - the `npu::` operators the catalogue calls, each with torch_npu's name and schema (the arguments the catalogue
   passes; names and defaults as in torchair's converter docstrings), implemented on CPU (`_cpu_ops`), so dynamo
-  captures them and torchair's own converters convert them;
+  captures them and torchair's own converters convert them; and those of torchair's pattern passes (the fused
+  ones and what they replace: `_quant_ops`, torch_npu 2.14's schemas, CPU kernels from its documented formulas);
 - `torch_npu.npu`: device id 0, a device name, the hf32 switches and the CANN version check torchair reads;
 - `Tensor.is_npu`, which torch_npu adds to torch's tensor class (False: every tensor here is a CPU tensor).
 
@@ -16,14 +17,24 @@ Nothing of torchair is replaced by it.
 import torch
 
 from . import _cpu_ops, npu  # noqa: F401 — registering the operators is the import's purpose
-from ._cpu_ops import (  # noqa: F401
-    npu_add_rms_norm,
-    npu_dtype_cast,
-    npu_fused_infer_attention_score,
-    npu_rms_norm,
-)
 
 __version__ = "standin"
+
+# torch_npu binds its Python API straight to the operators (torch_npu/utils/custom_ops.py): no Python frame of
+# torch_npu's own stands between the user's line and the op in a stack trace
+npu_rms_norm = torch.ops.npu.npu_rms_norm
+npu_add_rms_norm = torch.ops.npu.npu_add_rms_norm
+npu_dtype_cast = torch.ops.npu.npu_dtype_cast
+_npu_dtype_cast = torch.ops.npu._npu_dtype_cast
+npu_fused_infer_attention_score = torch.ops.npu.npu_fused_infer_attention_score
+npu_quantize = torch.ops.npu.npu_quantize
+npu_dynamic_quant = torch.ops.npu.npu_dynamic_quant
+npu_add_rms_norm_quant = torch.ops.npu.npu_add_rms_norm_quant
+npu_add_rms_norm_dynamic_quant = torch.ops.npu.npu_add_rms_norm_dynamic_quant
+npu_transpose_batchmatmul = torch.ops.npu.npu_transpose_batchmatmul
+
+if not hasattr(torch, "npu"):  # torch_npu registers itself as torch's `npu` device module (converters read it)
+    torch.npu = npu
 
 if not hasattr(torch.Tensor, "is_npu"):
     torch.Tensor.is_npu = property(lambda self: self.device.type == "npu")

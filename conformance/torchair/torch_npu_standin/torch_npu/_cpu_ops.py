@@ -1,4 +1,5 @@
-"""CPU implementations of the `npu::` operators the catalogue uses, under torch_npu's names and schemas.
+"""CPU implementations of the `npu::` operators the catalogue uses, under torch_npu's names and schemas
+(the quantization and batch-matmul operators of torchair's pattern passes are in `_quant_ops`).
 
 Each computes what the NPU kernel computes (float32 accumulation for 16-bit inputs, outputs in the input dtype,
 `rstd` in float32); each has a fake (meta) implementation so dynamo and AOT can trace it.
@@ -7,6 +8,9 @@ Each computes what the NPU kernel computes (float32 accumulation for 16-bit inpu
 from __future__ import annotations
 
 import torch
+
+from . import _quant_ops
+from ._norm import add_rms_norm, rms_norm, rstd_shape
 
 _LIB = torch.library.Library("npu", "DEF")
 
@@ -31,65 +35,24 @@ _SCHEMAS = {
         " int key_antiquant_mode=0, int value_antiquant_mode=0) -> (Tensor, Tensor)"
     ),
 }
-# Operators torchair's pattern passes trace when they register (patterns/add_rms_norm_quant.py,
-# add_rms_norm_dynamic_quant.py, batch_matmul_transpose.py): the patterns need their schemas and fake
-# implementations; no catalogue model calls them, so their CPU kernels refuse.
-_PATTERN_ONLY_SCHEMAS = {
-    "npu_quantize": (
-        "npu_quantize(Tensor self, Tensor scales, Tensor? zero_points, ScalarType dtype, int axis=1,"
-        " bool div_mode=True) -> Tensor"
-    ),
-    "npu_dynamic_quant": (
-        "npu_dynamic_quant(Tensor input, *, Tensor? smooth_scales=None, Tensor? group_index=None,"
-        " ScalarType? dst_type=None) -> (Tensor, Tensor)"
-    ),
-    "npu_add_rms_norm_quant": (
-        "npu_add_rms_norm_quant(Tensor x1, Tensor x2, Tensor gamma, Tensor scales1, Tensor? zero_points1=None,"
-        " Tensor? scales2=None, Tensor? zero_points2=None, int axis=-1, float epsilon=1e-06, bool div_mode=True)"
-        " -> (Tensor, Tensor, Tensor)"
-    ),
-    "npu_add_rms_norm_dynamic_quant": (
-        "npu_add_rms_norm_dynamic_quant(Tensor x1, Tensor x2, Tensor gamma, *, Tensor? smooth_scale1=None,"
-        " Tensor? smooth_scale2=None, Tensor? beta=None, float epsilon=1e-06, bool[2]? output_mask=None,"
-        " int? y_dtype=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
-    ),
-    "npu_transpose_batchmatmul": (
-        "npu_transpose_batchmatmul(Tensor input, Tensor weight, *, Tensor? bias=None, Tensor? scale=None,"
-        " int[]? perm_x1=None, int[]? perm_x2=None, int[]? perm_y=None, int? batch_split_factor=1) -> Tensor"
-    ),
-}
-for _schema in (*_SCHEMAS.values(), *_PATTERN_ONLY_SCHEMAS.values()):
+for _schema in (*_SCHEMAS.values(), *_quant_ops.SCHEMAS.values()):
     _LIB.define(_schema)
 
 
-def _rms_norm(x: torch.Tensor, gamma: torch.Tensor, epsilon: float):
-    dims = tuple(range(x.dim() - gamma.dim(), x.dim()))
-    x32 = x.float()
-    rstd = torch.rsqrt(x32.pow(2).mean(dim=dims, keepdim=True) + epsilon)
-    y = (x32 * rstd * gamma.float()).to(x.dtype)
-    return y, rstd
-
-
-def _rstd_shape(x: torch.Tensor, gamma: torch.Tensor) -> list:
-    return list(x.shape[: x.dim() - gamma.dim()]) + [1] * gamma.dim()
-
-
 def _rms_norm_cpu(x, gamma, epsilon=1e-6):
-    return _rms_norm(x, gamma, epsilon)
+    return rms_norm(x, gamma, epsilon)
 
 
 def _rms_norm_fake(x, gamma, epsilon=1e-6):
-    return torch.empty_like(x), x.new_empty(_rstd_shape(x, gamma), dtype=torch.float32)
+    return torch.empty_like(x), x.new_empty(rstd_shape(x, gamma), dtype=torch.float32)
 
 
 def _add_rms_norm_cpu(x1, x2, gamma, epsilon=1e-6):
-    x = (x1.float() + x2.float()).to(x1.dtype)
-    y, rstd = _rms_norm(x, gamma, epsilon)
-    return y, rstd, x
+    return add_rms_norm(x1, x2, gamma, epsilon)
 
 
 def _add_rms_norm_fake(x1, x2, gamma, epsilon=1e-6):
-    return torch.empty_like(x1), x1.new_empty(_rstd_shape(x1, gamma), dtype=torch.float32), torch.empty_like(x1)
+    return torch.empty_like(x1), x1.new_empty(rstd_shape(x1, gamma), dtype=torch.float32), torch.empty_like(x1)
 
 
 def _add_rms_norm_cast_cpu(x1, x2, gamma, epsilon=1e-6):
@@ -153,68 +116,8 @@ _IMPLS = {
 }
 
 
-def _quantize_fake(x, scales, zero_points, dtype, axis=1, div_mode=True):
-    return torch.empty_like(x, dtype=dtype)
-
-
-def _dynamic_quant_fake(x, *, smooth_scales=None, group_index=None, dst_type=None):
-    return torch.empty_like(x, dtype=torch.int8), x.new_empty(x.shape[:-1], dtype=torch.float32)
-
-
-def _add_rms_norm_quant_fake(
-    x1, x2, gamma, scales1, zero_points1=None, scales2=None, zero_points2=None, axis=-1, epsilon=1e-6, div_mode=True
-):
-    return torch.empty_like(x1, dtype=torch.int8), torch.empty_like(x1, dtype=torch.int8), torch.empty_like(x1)
-
-
-def _add_rms_norm_dynamic_quant_fake(
-    x1, x2, gamma, *, smooth_scale1=None, smooth_scale2=None, beta=None, epsilon=1e-6, output_mask=None, y_dtype=None
-):
-    y = torch.empty_like(x1, dtype=torch.int8)
-    scale = x1.new_empty(x1.shape[:-1], dtype=torch.float32)
-    return y, torch.empty_like(y), torch.empty_like(x1), scale, torch.empty_like(scale)
-
-
-def _transpose_batchmatmul_fake(
-    x1, x2, *, bias=None, scale=None, perm_x1=None, perm_x2=None, perm_y=None, batch_split_factor=1
-):
-    a = x1.permute(perm_x1 or [0, 1, 2])
-    b = x2.permute(perm_x2 or [0, 1, 2])
-    return x1.new_empty((a.shape[0], a.shape[1], b.shape[2])).permute(perm_y or [1, 0, 2]).contiguous()
-
-
-def _refuse(name):
-    def kernel(*args, **kwargs):
-        raise NotImplementedError(f"npu::{name} only serves torchair's pattern registration in the stand-in")
-
-    return kernel
-
-
-_PATTERN_ONLY_FAKES = {
-    "npu_quantize": _quantize_fake,
-    "npu_dynamic_quant": _dynamic_quant_fake,
-    "npu_add_rms_norm_quant": _add_rms_norm_quant_fake,
-    "npu_add_rms_norm_dynamic_quant": _add_rms_norm_dynamic_quant_fake,
-    "npu_transpose_batchmatmul": _transpose_batchmatmul_fake,
-}
-_IMPLS.update({name: (_refuse(name), fake) for name, fake in _PATTERN_ONLY_FAKES.items()})
+_IMPLS.update(_quant_ops.IMPLS)
 
 for _name, (_cpu, _fake) in _IMPLS.items():
     _LIB.impl(_name, _cpu, "CPU")
     torch.library.register_fake(f"npu::{_name}", _fake, lib=_LIB)
-
-
-def npu_rms_norm(x, gamma, epsilon=1e-6):
-    return torch.ops.npu.npu_rms_norm(x, gamma, epsilon)
-
-
-def npu_add_rms_norm(x1, x2, gamma, epsilon=1e-6):
-    return torch.ops.npu.npu_add_rms_norm(x1, x2, gamma, epsilon)
-
-
-def npu_dtype_cast(x, dtype):
-    return torch.ops.npu.npu_dtype_cast(x, dtype)
-
-
-def npu_fused_infer_attention_score(query, key, value, **kwargs):
-    return torch.ops.npu.npu_fused_infer_attention_score(query, key, value, **kwargs)
