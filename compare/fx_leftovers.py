@@ -44,8 +44,12 @@ def _reason(matcher: FxMatcher, f: DumpFile, name: FxFileName, call) -> Optional
     fx, key, target = matcher.fx, name.key, name.target
     if f.path in fx.copies:
         return f"FX input copy of the tensor in {fx.copies[f.path].name}: the GE input is compared with that output"
-    if key in matcher.replaced_keys:
-        fused = matcher.replaced_keys[key]
+    if key in matcher.patterns.replaced_keys:
+        if name.io is IO.INPUT:  # a dim or size argument of a replaced node is no tensor of the fusion either
+            plain = _plain_argument(fx, f, name, target)
+            if plain is not None:
+                return plain
+        fused = matcher.patterns.replaced_keys[key]
         return (
             f"{name.io.value} {name.index} of {key}, a node torchair's pattern fusion replaced by {fused}; the fused "
             "op's tensors are compared with what this node computed"
@@ -75,24 +79,41 @@ def _reason(matcher: FxMatcher, f: DumpFile, name: FxFileName, call) -> Optional
     )
 
 
-def _argument(fx, f: DumpFile, name: FxFileName, target: str) -> Optional[str]:
+def _plain_argument(fx, f: DumpFile, name: FxFileName, target: str) -> Optional[str]:
+    """Why an FX input file holds no tensor (a string, a scalar, a view's size list), or None."""
     shape = fx.shape(f)
     if shape is None:
         return None
-    at = f"FX input {name.index}{'' if name.sub_index is None else f'.{name.sub_index}'} of {name.key}"
+    at = _input_label(name)
     if not shape.numeric:
         return f"{at}: a non-tensor argument the FX dumper saved as a string or an object (e.g. a list holding None)"
     if shape.shape == ():
         return f"{at}: a scalar argument, not a tensor (GE takes it as an attribute or a constant)"
-    small_ints = shape.kind in "iub" and len(shape.shape) == 1 and shape.shape[0] <= _SMALL_LIST
-    if small_ints and name.index >= 1 and target in VIEW_TARGETS | NOOP_TARGETS:
+    if _small_ints(shape) and name.index >= 1 and target in VIEW_TARGETS | NOOP_TARGETS:
         return f"{at}: a non-tensor argument, a list of sizes or dims the FX dumper saved as an array"
-    if small_ints:
+    return None
+
+
+def _argument(fx, f: DumpFile, name: FxFileName, target: str) -> Optional[str]:
+    plain = _plain_argument(fx, f, name, target)
+    shape = fx.shape(f)
+    if plain is not None or shape is None:
+        return plain
+    at = _input_label(name)
+    if _small_ints(shape):
         return (
             f"{at}: a small integer argument — a list the FX dumper saved as an array, or an input copy of an "
             "index tensor compared through its producer"
         )
     return f"{at}: an input copy of an argument tensor; GE inputs are compared with their producers' FX outputs"
+
+
+def _input_label(name: FxFileName) -> str:
+    return f"FX input {name.index}{'' if name.sub_index is None else f'.{name.sub_index}'} of {name.key}"
+
+
+def _small_ints(shape) -> bool:
+    return shape.kind in "iub" and len(shape.shape) == 1 and shape.shape[0] <= _SMALL_LIST
 
 
 def _same_shape(fx, call) -> bool:

@@ -17,6 +17,7 @@ Nothing is compared "by shape" against a tensor the GE tensor cannot be; when un
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -30,6 +31,7 @@ from tcmp.schemas.records import IO, TensorSummary
 from .executions import FxCall, GeExecution
 from .fusion import GraphView
 from .fx_leftovers import golden_reasons
+from .fx_patterns import PatternCalls
 from .fx_side import FxSide
 from .match_context import (
     MAX_PASS_THROUGH,
@@ -75,6 +77,7 @@ class _Found:
     index: int
     element: Optional[int] = None
     notes: tuple[str, ...] = ()
+    reshaped: bool = False  # the FX tensor holds the GE tensor's elements in another shape (a folded-in view)
 
 
 @dataclass(frozen=True)
@@ -99,14 +102,18 @@ class FxMatcher:
     ) -> None:
         self.ctx, self.view = ctx, view
         self.fx = FxSide(calls, stored)
-        self.named_keys = {o.fx_tensor.node_key for op in view.graph.ops for o in op.outputs if o.fx_tensor}
+        # FX node key -> the graph position of the first op output named after it (the converted graph's order)
+        self.named_keys: dict[str, int] = {}
+        for position, op in enumerate(view.graph.ops):
+            for o in op.outputs:
+                if o.fx_tensor is not None:
+                    self.named_keys.setdefault(o.fx_tensor.node_key, position)
         self.executions: dict[str, list[GeExecution]] = defaultdict(list)
         for e in target:
             self.executions[e.op_name].append(e)
         self._alignments: dict[tuple[str, str], dict[int, int]] = {}
         self._overwritten: dict[tuple[str, int], Optional[FxCall]] = {}
-        self._pattern_calls: dict[tuple[str, int], Optional[tuple[FxCall, Optional[FxCall]]]] = {}
-        self.replaced_keys: dict[str, str] = {}  # FX node key -> the pattern-fused node that replaced it
+        self.patterns = PatternCalls(self.fx, self.named_keys)
         self.written_over: dict[str, str] = {}  # FX node key whose converter returned its input -> the producer's key
 
     # --- the FX call of a GE op --------------------------------------------------------------------------------
@@ -182,7 +189,7 @@ class FxMatcher:
                     UnmatchedKind.BY_DESIGN,
                 )
             if target in PATTERN_BY_FUSED:
-                return self._pattern_source(fx, run)
+                return self._pattern_source(fx, run, desc.shape)
             if target == RESHAPE_TARGET:
                 renamed = f"{key.partition('-')[0]}-{VIEW_TARGET}"
                 if renamed in self.fx.calls:
@@ -247,7 +254,7 @@ class FxMatcher:
                     and int(c.timestamp or 0) <= int(over.timestamp or 0)
                     and type_fits_target(op.type, c.target)
                     and c.output(0) is not None
-                    and self.fx._same_header(c.output(0), copy)
+                    and self.fx.same_header(c.output(0), copy)
                 ]
                 if len(candidates) > 1:
                     candidates = [c for c in candidates if self.fx.same_content(c.output(0), copy)]
@@ -257,8 +264,9 @@ class FxMatcher:
             self._overwritten[cache_key] = found
         return self._overwritten[cache_key]
 
-    def _pattern_source(self, fx: FxTensorName, run: _Run) -> _Source:
-        """A pattern-fused node's output: the output of the replaced node it was computed by before the fusion."""
+    def _pattern_source(self, fx: FxTensorName, run: _Run, shape: tuple[int, ...]) -> _Source:
+        """A pattern-fused node's output (of graph shape `shape`): the output of the replaced node it was computed
+        by before the fusion."""
         pattern = PATTERN_BY_FUSED[fx.target]
         index = fx.output_index
         replaced = pattern.outputs[index] if index is not None and index < len(pattern.outputs) else None
@@ -268,59 +276,33 @@ class FxMatcher:
                 "made from nodes that had no such output",
                 UnmatchedKind.BY_DESIGN,
             )
-        found = self._pattern_calls_of(fx.node_key, pattern, run.execution)
+        found = self.patterns.of(fx.node_key, pattern, run.execution)
         if found is None:
             return _Missing(
                 f"{fx}: torchair's pattern fusion ({pattern.source}) replaced FX nodes this token's dump "
                 "does not let tcmp tell apart",
                 UnmatchedKind.BY_DESIGN,
             )
-        anchor, consumer = found
-        call = anchor if pattern.anchor in replaced.target else consumer
+        from_anchor = pattern.anchor in replaced.target
+        call = found.anchor if from_anchor else found.consumer
         if call is None:
             return _Missing(
                 f"{fx}: the node torchair's pattern fusion ({pattern.source}) folded in is not in the FX dump",
                 UnmatchedKind.BY_DESIGN,
             )
-        note = f"pattern-fused by torchair ({pattern.source}): {call.key}.OUTPUT.{replaced.index}"
-        return self._output_file(call, replaced.index, (), (note,))
-
-    def _pattern_calls_of(self, fused_key: str, pattern, execution: int) -> Optional[tuple[FxCall, Optional[FxCall]]]:
-        """The replaced anchor call (and the call that consumed its output 0) of one pattern-fused node: the n-th
-        fused node of its kind (graph order) is the n-th anchor call that no GE tensor is named after."""
-        cache_key = (fused_key, execution)
-        if cache_key not in self._pattern_calls:
-            fused = sorted({k for k in self.named_keys if k.endswith(f"-{pattern.fused}")}, key=_node_order)
-            anchors = [c for c in self.fx.by_target({pattern.anchor}) if c.key not in self.named_keys]
-            per_run = len(anchors) // max(1, len(fused))
-            rank = fused.index(fused_key) if fused_key in fused else -1
-            found = None
-            if per_run and len(anchors) == per_run * len(fused) and rank >= 0:
-                anchor = (
-                    anchors[execution * len(fused) + rank] if execution * len(fused) + rank < len(anchors) else None
+        notes = [f"pattern-fused by torchair ({pattern.source}): {call.key}.OUTPUT.{replaced.index}"]
+        source = self._output_file(call, replaced.index, (), ())
+        if isinstance(source, _Found) and not from_anchor and found.view is not None:
+            fx_shape = self.fx.shape(source.file)
+            if fx_shape is not None and fx_shape.numeric and not _same_count(fx_shape.shape, shape):
+                return _Missing(
+                    f"{fx}: {call.key}.OUTPUT.{replaced.index} of shape {list(fx_shape.shape)}, computed on "
+                    f"{found.view.key}, does not hold the {list(shape)} elements of the fused output",
+                    UnmatchedKind.NO_PARTNER,
                 )
-                if anchor is not None:
-                    consumer = self._consumer_of(anchor, pattern.consumer)
-                    found = (anchor, consumer)
-                    self.replaced_keys[anchor.key] = fused_key
-                    if consumer is not None:
-                        self.replaced_keys[consumer.key] = fused_key
-            self._pattern_calls[cache_key] = found
-        return self._pattern_calls[cache_key]
-
-    def _consumer_of(self, anchor: FxCall, targets) -> Optional[FxCall]:
-        out = anchor.output(0)
-        if not targets or out is None:
-            return None
-        later = [
-            c
-            for c in self.fx.by_target(set(targets))
-            if c.key not in self.named_keys and int(c.timestamp or 0) >= int(anchor.timestamp or 0)
-        ]
-        fed = [c for c in later if any(i == 0 and self.fx._same_header(f, out) for i, _, f in c.inputs)]
-        if len(fed) > 1:
-            fed = [c for c in fed if any(i == 0 and self.fx.same_content(f, out) for i, _, f in c.inputs)]
-        return fed[0] if len(fed) == 1 else None
+            notes.append(f"FX computed it on the view {found.view.key}: compared in GE's shape, element by element")
+            return replace(source, notes=tuple(notes), reshaped=True)
+        return replace(source, notes=tuple(notes)) if isinstance(source, _Found) else source
 
     # --- matching ----------------------------------------------------------------------------------------------
 
@@ -357,7 +339,7 @@ class FxMatcher:
             else:
                 self.ctx.no_partner(e, io, k, source.reason)
             return
-        bench = self.ctx.fx_ref(source.file, IO.OUTPUT, source.index, element=source.element)
+        bench = self.ctx.fx_ref(source.file, IO.OUTPUT, source.index, element=source.element, reshaped=source.reshaped)
         self.ctx.pair(e, io, k, bench, (*extra, *source.notes), stack)
 
     def _outputs(self, e: GeExecution, resolved: _Resolved, stack: Optional[str]) -> None:
@@ -439,8 +421,8 @@ class FxMatcher:
             fx = next(o.fx_tensor for o in named.outputs if o.fx_tensor is not None)
             run = self._downstream_run(named, e)
             if fx.target in PATTERN_BY_FUSED and fx.node_key not in self.fx.calls:
-                found = self._pattern_calls_of(fx.node_key, PATTERN_BY_FUSED[fx.target], run.execution)
-                return found[0] if found is not None else None
+                found = self.patterns.of(fx.node_key, PATTERN_BY_FUSED[fx.target], run.execution)
+                return found.anchor if found is not None else None
             key = fx.node_key
             if fx.target in RETURNS_INPUT_TARGETS and not type_fits_target(named.type, fx.target):
                 producer = self._written_over(named, fx, run)
@@ -594,11 +576,12 @@ def _is_float(meta) -> bool:
     return "FLOAT" in dtype.upper() or "BF16" in dtype.upper() or dtype.startswith(("float", "bfloat"))
 
 
-def _node_order(key: str) -> tuple:
-    """FX node names count up (`x`, `x_1`, `x_2`, …): their order of creation, the order of the graph."""
-    node = key.partition("-")[0]
-    head, _, tail = node.rpartition("_")
-    return (0, "") if not head or not tail.isdigit() else (int(tail) + 1, head)
+def _same_count(fx_shape: tuple[int, ...], graph_shape: tuple[int, ...]) -> bool:
+    """Whether an FX tensor has as many elements as a graph tensor (true where the graph does not say: a dynamic
+    dim, or no shape recorded; the compare checks the dumped tensors then)."""
+    if not graph_shape or any(d < 0 for d in graph_shape):
+        return True
+    return math.prod(fx_shape) == math.prod(graph_shape)
 
 
 __all__ = ["FxMatcher"]

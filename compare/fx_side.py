@@ -110,7 +110,7 @@ class FxSide:
     def claim_copy(self, call: FxCall, source: DumpFile) -> None:
         """Mark the input of `call` that is a copy of the tensor in `source` (a producer's output a GE input was
         paired with) as taken: by shape when one input fits, by content when several do."""
-        fitting = [(i, j, f) for i, j, f in self.unclaimed_inputs(call) if self._same_header(f, source)]
+        fitting = [(i, j, f) for i, j, f in self.unclaimed_inputs(call) if self.same_header(f, source)]
         if len(fitting) > 1:
             fitting = [item for item in fitting if self.same_content(item[2], source)]
         if fitting:
@@ -118,7 +118,7 @@ class FxSide:
             self.claim(call, (i, j))
             self.copies[f.path] = source.path
 
-    def _same_header(self, a: DumpFile, b: DumpFile) -> bool:
+    def same_header(self, a: DumpFile, b: DumpFile) -> bool:
         sa, sb = self.shape(a), self.shape(b)
         return (
             sa is not None and sb is not None and sa.numeric and sb.numeric and sa.shape == sb.shape

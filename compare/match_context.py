@@ -61,12 +61,21 @@ class _Context:
         self.fx_stored = fx_stored
 
     def fx_ref(
-        self, file: DumpFile, io: IO, index: int, sub_index: Optional[int] = None, element: Optional[int] = None
+        self,
+        file: DumpFile,
+        io: IO,
+        index: int,
+        sub_index: Optional[int] = None,
+        element: Optional[int] = None,
+        reshaped: bool = False,
     ) -> TensorRef:
-        """An FX tensor (`element`: one of the tensors stacked in the file); one whose raw file `tcmp watch` deleted
-        comes with its stored summary."""
+        """An FX tensor (`element`: one of the tensors stacked in the file; `reshaped`: compared in the other side's
+        shape); one whose raw file `tcmp watch` deleted comes with its stored summary."""
         stored = self.fx_stored.get(file.path)
-        return TensorRef((file,), io, index, sub_index, stored=stored, raw_deleted=stored is not None, element=element)
+        return TensorRef(
+            (file,), io, index, sub_index, stored=stored, raw_deleted=stored is not None, element=element,
+            reshaped=reshaped,
+        )  # fmt: skip
 
     def ge_ref(self, e: GeExecution, io: IO, index: int) -> TensorRef:
         meta = e.tensor(io, index)

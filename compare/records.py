@@ -54,6 +54,7 @@ class TensorRef:
     raw_deleted: bool = False
     dumped: bool = True
     element: Optional[int] = None  # an FX file stacking a list output (`OUTPUT.1` of a `(Tensor, Tensor[])`): [element]
+    reshaped: bool = False  # holds the other side's elements in another shape (a view torchair's fusion folded in)
 
     @property
     def has_raw(self) -> bool:

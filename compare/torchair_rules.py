@@ -69,8 +69,8 @@ def is_sym_target(target: str) -> bool:
 
 @dataclass(frozen=True)
 class ReplacedOutput:
-    """Where an output of a pattern-fused node came from: output `index` of the replaced node with `target`
-    (`consumer_of` names the replaced node whose output 0 this node consumed, for nodes after the anchor)."""
+    """Where an output of a pattern-fused node came from: output `index` of the replaced node whose target is one of
+    `target` (the anchor's, or the consumer's)."""
 
     target: tuple[str, ...]  # the replaced node's possible targets
     index: int
@@ -78,23 +78,31 @@ class ReplacedOutput:
 
 @dataclass(frozen=True)
 class FusionPattern:
-    """One of torchair's pattern replacements (patterns/*.py, registered by pattern_util._apply_pattern_passes):
-    the fused node's target, the anchor node the pattern starts at (its inputs are the fused node's inputs), the
-    node that consumes the anchor's output 0, and where each fused output was computed before the fusion."""
+    """One of torchair's pattern replacements (patterns/*.py, registered by pattern_util._apply_pattern_passes).
+
+    The fused node takes the anchor node's inputs and the consumer's other ones (the quant scales, the smooth
+    scales); the consumer is the node fed by the anchor's output 0 — directly, or, in a pattern's view form, through
+    an `aten.view.default` of it (the cast of `y.view(-1, h)`, the dynamic quant of `y.flatten(0, 1)`), so that the
+    consumer's outputs hold the fused outputs' elements in another shape. `viewed_after` lists the consumer outputs
+    the view form's pattern also views (`scale.view(-1, 1)`): those view nodes are replaced too."""
 
     fused: str
     anchor: str
-    consumer: tuple[str, ...]  # targets of the node fed by the anchor's output 0 (empty: none)
+    consumer: tuple[str, ...]  # the consumer's possible targets (empty: none)
     outputs: tuple[Optional[ReplacedOutput], ...]  # per fused output; None: the replaced nodes had no such output
     source: str
+    viewed_after: tuple[int, ...] = ()
 
 
 _CASTS = ("aten._to_copy.default", "npu._npu_dtype_cast.default", "npu.npu_dtype_cast.default")
 _ANCHOR = ("npu.npu_add_rms_norm.default",)
 
+# torch >= 2.6 only (`_apply_pattern_passes` returns early before). The bmm-transpose and add-rms-norm-quant patterns
+# are registered only outside max-autotune — into a process-wide pass manager, so once a reduce-overhead graph was
+# compiled they apply to max-autotune graphs of the same process too.
 PATTERNS = (
     # add_rms_norm_cast.py: y, _, xOut = npu_add_rms_norm(x1, x2, gamma); y_cast = cast(y, fp32)
-    #   -> y_cast, y, _, xOut = npu_add_rms_norm_cast(x1, x2, gamma)
+    #   -> y_cast, y, _, xOut = npu_add_rms_norm_cast(x1, x2, gamma)   (view form: cast(y.view(-1, h)))
     FusionPattern(
         "npu.npu_add_rms_norm_cast.default", "npu.npu_add_rms_norm.default", _CASTS,
         (ReplacedOutput(_CASTS, 0), ReplacedOutput(_ANCHOR, 0), ReplacedOutput(_ANCHOR, 1), ReplacedOutput(_ANCHOR, 2)),
@@ -109,12 +117,13 @@ PATTERNS = (
     ),
     # add_rms_norm_dynamic_quant.py: y, _, xOut = npu_add_rms_norm(...); yOut, scale1Out = npu_dynamic_quant(y)
     #   -> yOut, _, xOut, scale1Out, _ = npu_add_rms_norm_dynamic_quant(...)
+    # (pattern2, the view form: npu_dynamic_quant(y.flatten(0, 1)) and scale1Out.view(-1, 1))
     FusionPattern(
         "npu.npu_add_rms_norm_dynamic_quant.default", "npu.npu_add_rms_norm.default",
         ("npu.npu_dynamic_quant.default",),
         (ReplacedOutput(("npu.npu_dynamic_quant.default",), 0), None, ReplacedOutput(_ANCHOR, 2),
          ReplacedOutput(("npu.npu_dynamic_quant.default",), 1), None),
-        "patterns/add_rms_norm_dynamic_quant.py",
+        "patterns/add_rms_norm_dynamic_quant.py", viewed_after=(1,),
     ),
     # batch_matmul_transpose.py: transpose(bmm(x1, x2), ...) -> npu_transpose_batchmatmul(x1, x2, perm_x1=...)
     FusionPattern(

@@ -26,7 +26,8 @@ from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
 
 F32, F16, I32, I64 = DataType.DT_FLOAT, DataType.DT_FLOAT16, DataType.DT_INT32, DataType.DT_INT64
-_NUMPY_OF = {F32: np.float32, F16: np.float16, I32: np.int32, I64: np.int64}
+I8 = DataType.DT_INT8
+_NUMPY_OF = {F32: np.float32, F16: np.float16, I8: np.int8, I32: np.int32, I64: np.int64}
 _GE_OF = {np.dtype(v): k for k, v in _NUMPY_OF.items()}
 
 GE_RANK_DIR = "msprobe_ge_dump/worldsize1_global_rank0/20261129083000/0/graph_1_0/1"

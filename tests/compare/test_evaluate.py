@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.evaluate import Loaded, TensorLoader, _at_npu_precision
+from tcmp.compare.evaluate import Loaded, TensorLoader, Unavailable, _at_npu_precision, _in_npu_shape
 from tcmp.compare.metrics import Mode
 from tcmp.compare.records import Pair, TensorRef
 from tcmp.schemas.records import IO, Summary
@@ -56,3 +56,18 @@ def test_memoized_metrics_hold_a_copy_of_the_payload_not_its_file_buffer():
             assert not np.shares_memory(payload, file_data)
     loader.summarized(npu, Mode.STATISTICS)
     assert loader._summaries and all(not np.shares_memory(p, file_data) for (p, _), _ in loader._summaries.values())
+
+
+def test_a_reshaped_golden_tensor_takes_the_npu_shape_only_with_as_many_elements():
+    """A golden tensor the matcher took as a reshape of the NPU's (a view torchair's pattern fusion folded in) is
+    laid out in the NPU's shape, keeping its own reported shape; with another element count it is not that tensor:
+    no verdict, never a FAIL."""
+    npu = Loaded(np.arange(6, dtype=np.float32).reshape(2, 3), None, "DT_FLOAT", (2, 3))
+    flat = Loaded(np.arange(6, dtype=np.float32).reshape(6, 1), None, "float32", (6, 1))
+    reshaped = TensorRef((), IO.OUTPUT, 0, reshaped=True)
+    laid_out = _in_npu_shape(npu, flat, reshaped)
+    assert laid_out.array.shape == (2, 3) and laid_out.shape == (6, 1)
+    assert np.array_equal(laid_out.array, npu.array)
+    assert _in_npu_shape(npu, flat, TensorRef((), IO.OUTPUT, 0)) is flat
+    with pytest.raises(Unavailable, match="no reshape"):
+        _in_npu_shape(npu, Loaded(np.zeros(7, np.float32), None, "float32", (7,)), reshaped)

@@ -4,6 +4,8 @@ raw file `tcmp watch --drop-raw` deleted. One hand-built dump pair each (fx_dump
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import pytest
 from fx_dumps import F16, I64, DumpPair, by_design, data, op, out, values
@@ -144,15 +146,15 @@ FUSED_TARGET = "npu.npu_add_rms_norm_cast.default"
 ANCHOR_TARGET, CAST_TARGET = "npu.npu_add_rms_norm.default", "aten._to_copy.default"
 
 
-def _fused_pair(d: DumpPair, suffix: str, start: float) -> dict:
+def _fused_pair(d: DumpPair, suffix: str, start: float, fused_suffix: Optional[str] = None) -> dict:
     """`y, rstd, x_out = npu_add_rms_norm(x1, x2, gamma); y.to(float32)`, fused by patterns/add_rms_norm_cast.py
     into one npu_add_rms_norm_cast node (outputs y_cast, y, rstd, x_out): its graph op and GE execution, and the
-    two FX calls to write ("calls")."""
+    two FX calls to write ("calls"). `fused_suffix`: the fused node's name counter, where it is not the anchor's."""
     x1, x2, gamma = values(2, 4, start=start), values(2, 4, start=start + 3), values(4, start=start + 6)
     x_out = x1 + x2
     y = (x_out * gamma).astype(np.float16)
     rstd = values(2, 1, start=start + 9)
-    fused = f"{FUSED}{suffix}-{FUSED_TARGET}"
+    fused = f"{FUSED}{suffix if fused_suffix is None else fused_suffix}-{FUSED_TARGET}"
     inputs = tuple(f"{n}{suffix}:0" for n in ("x1", "x2", "gamma"))
     d.graph(
         data(f"x1{suffix}", (2, 4)),
@@ -171,11 +173,14 @@ def _fused_pair(d: DumpPair, suffix: str, start: float) -> dict:
 
 
 @pytest.mark.parametrize("interleaved", [False, True], ids=["one-after-the-other", "anchors-first"])
-def test_pattern_fused_outputs_come_from_the_nodes_it_replaced(dumps, interleaved):
+@pytest.mark.parametrize("torch_names", [False, True], ids=["names-in-graph-order", "names-from-the-end"])
+def test_pattern_fused_outputs_come_from_the_nodes_it_replaced(dumps, interleaved, torch_names):
     """Two fused nodes, each with its own anchor and cast (other values): the n-th fused node (graph order) is the
     n-th anchor call; its cast is the one fed by that anchor's output 0 — by content when both casts come after
-    both anchors (two independent branches)."""
-    first, second = _fused_pair(dumps, "", 0.0), _fused_pair(dumps, "_1", 20.0)
+    both anchors (two independent branches). torch's replacement walks the graph from its end, so the fused node
+    named `…_default` is the last one (`names-from-the-end`): the names do not give the order."""
+    first = _fused_pair(dumps, "", 0.0, "_1" if torch_names else None)
+    second = _fused_pair(dumps, "_1", 20.0, "" if torch_names else None)
     order = [0, 2, 1, 3] if interleaved else [0, 1, 2, 3]
     calls = [*first["calls"], *second["calls"]]
     for k in order:

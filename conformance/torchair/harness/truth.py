@@ -125,7 +125,7 @@ class ModelTruth:
             return (
                 value is not None and value.ndim > 0 and element < len(value) and values_match(t.value, value[element])
             )
-        return any(values_match(t.value, v) for v in self._fx_candidates(f))
+        return any(values_match(t.value, v) or _reshape_matches(t.value, v) for v in self._fx_candidates(f))
 
     def _from_constant(self, t: GeTensor) -> bool:
         return t.io == "input" and self.ge.graph.op(t.producer.producer).type in ("Const", "Constant")
@@ -219,3 +219,11 @@ class ModelTruth:
             if tensor_kwargs and not self.ge_has_partner(t):
                 return KWARG
         return None
+
+
+def _reshape_matches(value: np.ndarray, fx_value: np.ndarray) -> bool:
+    """The same elements in another shape: a view torchair's pattern fusion folded into the fused op."""
+    value, fx_value = np.asarray(value), np.asarray(fx_value)
+    if value.shape == fx_value.shape or value.size != fx_value.size:
+        return False
+    return values_match(value, fx_value.reshape(value.shape))
