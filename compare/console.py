@@ -167,6 +167,8 @@ def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
         say(console, f"  report: {escape(str(report.csv))}" + (f" (+ {report.xlsx.name})" if report.xlsx else ""))
         say(console, f"  unmatched: {escape(str(report.unmatched))}")
         say(console, f"  summary: {escape(str(report.summary))}")
+        if report.html is not None:
+            say(console, f"  page: {escape(str(report.html))}")
 
 
 def legend(mode: Mode, t: Thresholds) -> list[str]:

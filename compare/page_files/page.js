@@ -275,7 +275,8 @@
       data: m.rows,
       columns: m.columns.map((title) => ({ title, type: numeric.has(title) ? "tcmp-num" : "string", render,
         searchable: false })),
-      deferRender: true, scroller: true, scrollY: "60vh", scrollX: true, scrollCollapse: true, order: [],
+      deferRender: true, scroller: { displayBuffer: 4 }, // the rows in the DOM: four screens' worth
+      scrollY: "60vh", scrollX: true, order: [],
       autoWidth: false, layout: { topStart: "info", topEnd: null, bottomStart: null, bottomEnd: null },
       createdRow: (tr, _cells, i) => {
         tr.className = "c-" + m.colour[i];
@@ -375,6 +376,7 @@
   // show (its text is inline, in a block that does not run by itself).
   async function main() {
     const phases = { start: performance.now() }; // ms since navigation start, when each step was done
+    const parsed = new Promise((done) => document.addEventListener("DOMContentLoaded", done)); // plotly's block too
     const [data, DataTable] = await Promise.all([readPayload(), loadDataTables()]);
     phases.payload = performance.now();
     const m = model(data);
@@ -395,6 +397,7 @@
     await painted();
     phases.table = performance.now();
     $("status").textContent = "Drawing the chart…";
+    await parsed;
     m.Plotly = loadPlotly();
     chartControls(m);
     await drawChart(m, metrics(m)[0]);
