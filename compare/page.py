@@ -50,6 +50,8 @@ class PageWriter:
     """The HTML report of one rank, built as rows stream past (see the module docstring)."""
 
     def __init__(self, mode: Mode) -> None:
+        for library in (page_assets.plotly_js, page_assets.datatables_js, page_assets.datatables_css):
+            library()  # a missing package fails the compare before it starts, not after it
         self.mode = mode
         self._packed = zlib.compressobj(_LEVEL, zlib.DEFLATED, _GZIP)
         self._chunks: list[bytes] = []

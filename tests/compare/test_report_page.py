@@ -228,14 +228,28 @@ def test_the_payload_holds_the_csv_rows_with_their_colours_and_ops(report):
     assert {d["op"] for d in data["meta"]["divergences"]} == set(first_faulty.values())
 
 
-def test_the_statistics_and_md5_pages_are_written_too(report, tmp_path):
+@pytest.mark.parametrize(("mode", "axis"), [(DataMode.STATISTICS, "NormRelativeErr"), (DataMode.MD5, "CRC-32")])
+def test_the_statistics_and_md5_pages_draw_their_own_error(browser, report, tmp_path, mode, axis):
     written = report[0]
     dump = written.csv.parent.parent / "dump"
     target, golden = dump / "target" / "msprobe_ge_dump", dump / "golden_fx" / "msprobe_fx_dump"
-    for mode in (DataMode.STATISTICS, DataMode.MD5):
-        result, _ = run_compare(CompareOptions(target, golden, mode=mode), tmp_path / mode.value)
-        data = payload(result.ranks[0].report.html)
-        assert data["meta"]["mode"] == mode.value and len(data["rows"]) == result.ranks[0].counts.rows
+    result, _ = run_compare(CompareOptions(target, golden, mode=mode), tmp_path)
+    page = result.ranks[0].report.html
+    with result.ranks[0].report.csv.open(newline="") as handle:
+        header, *rows = list(csv.reader(handle))
+    assert payload(page)["meta"]["mode"] == mode.value
+    tab = browser.new_page()
+    errors = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.goto(page.as_uri())
+    tab.wait_for_function("document.body.dataset.state !== 'loading'", timeout=60_000)
+    assert tab.evaluate("document.body.dataset.state") == "ready" and errors == []
+    layout = tab.evaluate("() => document.getElementById('chart').layout.yaxis")
+    assert layout["title"]["text"] == axis and layout["type"] == ("log" if mode is DataMode.STATISTICS else "linear")
+    points = tab.evaluate("""() => document.getElementById("chart").data.filter((t) => t.name.startsWith("token "))
+        .reduce((n, t) => n + t.x.length, 0)""")
+    assert points == sum(".output." in r[header.index("API Name")] for r in rows)
+    tab.close()
 
 
 def test_page_graph_joins_fused_members_and_drops_control_and_inner_edges():
