@@ -1,5 +1,6 @@
 # Two entry points (see README): `make demo` runs the main job on a built-in example, `make test` runs every
-# check CI runs. Both create ./.venv and install tcmp into it first; nothing else is needed on the machine.
+# check CI runs. Both create ./.venv and install tcmp into it first; `make test` also needs Debian's chromium for the
+# HTML report's browser tests (`apt-get install chromium`; .ci/run installs it).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -161,6 +161,13 @@ class CompareResult:
         return any(rank.counts.failed for rank in self.ranks)
 
     @property
+    def golden_description(self) -> str:
+        """What the golden dump is, as the console and the HTML report name it."""
+        if self.golden_kind is GoldenKind.FX:
+            return "FX dump"
+        return "GE dump that looks taken with fusion on (see the note)" if self.golden_fused else "fusion-off GE dump"
+
+    @property
     def unreadable(self) -> int:
         """Dump files (or directories) that could not be read, over all ranks: the CLI exits 1 for them."""
         return sum(rank.counts.unreadable for rank in self.ranks)
@@ -734,18 +741,20 @@ def run_compare(
     progress: Optional[ProgressCallback] = None,
     keep_rows: bool = False,
     workers: Optional[Workers] = None,
+    html: bool = True,
 ) -> tuple[CompareResult, CompareInputs]:
-    """Run a compare and, with `output_dir`, stream its report files there (see tcmp.compare.report). With
-    `options.jobs` > 1, on `workers` (`compare_workers`) or on workers of its own. `progress(done, units)` is told
-    how many units (tokens of a graph) are done, counting the share of its pairs each unit under way has compared.
+    """Run a compare and, with `output_dir`, stream its report files there (see tcmp.compare.report; `html`: the
+    HTML page too). With `options.jobs` > 1, on `workers` (`compare_workers`) or on workers of its own.
+    `progress(done, units)` is told how many units (tokens of a graph) are done, counting the share of its pairs
+    each unit under way has compared.
 
     Raises CompareError (one line) when it cannot run at all; report files appear only when it completes.
     `keep_rows` keeps every row and unmatched item in the result (for tests and library users; the CLI streams).
     """
     if workers is not None or options.jobs < 2:
-        return _run(options, output_dir, highlight, progress, keep_rows, workers)
+        return _run(options, output_dir, highlight, progress, keep_rows, workers, html)
     with compare_workers(options.jobs) as started:
-        return _run(options, output_dir, highlight, progress, keep_rows, started)
+        return _run(options, output_dir, highlight, progress, keep_rows, started, html)
 
 
 def _run(
@@ -755,6 +764,7 @@ def _run(
     progress: Optional[ProgressCallback],
     keep_rows: bool,
     workers: Optional[Workers],
+    html: bool = True,
 ) -> tuple[CompareResult, CompareInputs]:
     from .report import ReportSet  # report builds on this module's records
 
@@ -765,7 +775,7 @@ def _run(
     mode, reason = _resolve_mode(options.mode, inputs)
     planned = [_units(binding, inputs) for binding in inputs.bindings]
     units = [unit for binding_units, _ in planned for unit in binding_units]
-    reports = ReportSet(output_dir, mode, highlight) if output_dir is not None else None
+    reports = ReportSet(output_dir, mode, highlight, html, inputs.bindings) if output_dir is not None else None
     try:
         accumulators = {
             rank: _RankAccumulator(rank, reports.writer(rank) if reports else None, keep_rows) for rank in inputs.ranks

@@ -219,6 +219,9 @@ def compare(
     highlight: Annotated[
         bool, typer.Option("--highlight", "-hl", help="Also write an .xlsx with red/yellow/green rows.")
     ] = False,
+    no_html: Annotated[
+        bool, typer.Option("--no-html", help="Skip the HTML report (chart, table, graph neighbourhoods).")
+    ] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes.")] = default_compare_jobs(),
     fail_on_diff: Annotated[bool, typer.Option("--fail-on-diff", help="Exit 1 when any row FAILs.")] = False,
     target_run: Annotated[
@@ -276,7 +279,9 @@ def compare(
             def advance(done: float, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            result, inputs = run_compare(options, output_path, highlight=highlight, progress=advance, workers=workers)
+            result, inputs = run_compare(
+                options, output_path, highlight=highlight, progress=advance, workers=workers, html=not no_html
+            )
     except CompareError as exc:
         raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
     except OSError as exc:
