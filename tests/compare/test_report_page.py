@@ -14,26 +14,19 @@ import re
 from pathlib import Path
 
 import pytest
+from e2e_faults import FAULTS
 
 from tcmp.compare import page_assets
 from tcmp.compare.page_graph import TableOp, page_graph
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import VALUE_FAULTS, ScenarioConfig, write_scenario
 
 CHROMIUM = Path("/usr/bin/chromium")
 # as the brief of the issue gives them: no GPU, and none of Chromium's own connections (this machine has no network)
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
-FAULTS = (  # test_compare_e2e's
-    Fault("layers.1/MatMul_1", FaultKind.REL_ERROR, tokens=(1,)),
-    Fault("SoftmaxV2_0", FaultKind.NAN),
-    Fault("ConcatV2_big", FaultKind.SHAPE, tokens=(0,)),
-    Fault("layers.1/Add_1_1", FaultKind.INF, tokens=(0,)),
-    Fault("Gelu_0", FaultKind.TRUNCATE, tokens=(0,)),
-    Fault("layers.1/Cast_1", FaultKind.CORRUPT_HEADER, tokens=(1,)),
-)
 
 
 @pytest.fixture(scope="module")
