@@ -1,4 +1,4 @@
-"""The HTML report (issue 17) in a real browser: headless Chromium (Debian's `chromium`, which .ci/run installs)
+"""The HTML report (issue 17) in a real browser: headless Chromium (Debian's `chromium`, which `make test` installs)
 driven by Playwright opens the page of the e2e dump from a file:// URL with the network off. Expectations come
 from the scenario's manifest (which op has the injected fault) and from the CSV written beside the page, never
 from the page's own code.
@@ -10,6 +10,7 @@ import base64
 import csv
 import gzip
 import json
+import os
 import re
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def browser(tmp_path_factory):
     from playwright import sync_api  # the dev extra's
 
     if not CHROMIUM.is_file():
-        pytest.fail(f"no {CHROMIUM}: install Debian's chromium (`apt-get install chromium`, as .ci/run does)")
+        pytest.fail(f"no {CHROMIUM}: install Debian's chromium (`apt-get install chromium`, as `make test` does)")
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
@@ -93,7 +94,7 @@ def shown_rows(page) -> list[tuple[str, str]]:
     return sorted(tuple(r) for r in rows)
 
 
-def test_the_page_draws_offline_without_any_request_leaving_it(page, report, tmp_path):
+def test_the_page_draws_offline_without_any_request_leaving_it(page, report):
     written = report[0]
     assert page.evaluate("document.body.dataset.state") == "ready", page.inner_text("#status")
     assert page.errors == []
@@ -102,7 +103,14 @@ def test_the_page_draws_offline_without_any_request_leaving_it(page, report, tmp
     assert all(url.startswith("blob:") for url in page.requests[1:]), page.requests
     csp = page.get_attribute('meta[http-equiv="Content-Security-Policy"]', "content")
     assert "default-src 'none'" in csp and "connect-src 'none'" in csp
-    shot = tmp_path / "report.png"
+    # where the run keeps its artifacts: build/test-artifacts of the checkout (or $TCMP_TEST_ARTIFACTS), kept after
+    # the run for a person to look at, unlike pytest's temporary directories
+    artifacts = Path(
+        os.environ.get("TCMP_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "test-artifacts")
+    )
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shot = artifacts / "html_report.png"
+    shot.unlink(missing_ok=True)
     page.screenshot(path=str(shot), full_page=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
     print(f"screenshot: {shot}")
