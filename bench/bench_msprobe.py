@@ -146,6 +146,13 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+def failure(done) -> str:
+    """Why msprobe stopped: its last line (the exception), and the log line naming a library it could not load."""
+    output = f"{done.stdout}\n{done.stderr}"
+    unloaded = [line.strip() for line in output.splitlines() if "Failed to load" in line]
+    return last_line(done.stderr or done.stdout) + (f" (logged: {unloaded[0]})" if unloaded else "")
+
+
 @dataclass(frozen=True)
 class Timed:
     seconds: float  # median wall time
@@ -189,7 +196,7 @@ def time_msprobe(msprobe: Msprobe, target: Path, golden: Path, out: Path, repeat
     for _ in range(repeat):
         elapsed, done, failed = msprobe.run(target, golden, out, standin=True)
         if failed:
-            raise SystemExit(f"msprobe failed on the nano copy: {last_line(done.stderr or done.stdout)}")
+            raise SystemExit(f"msprobe failed on the nano copy: {failure(done)}")
         times.append(elapsed)
     return Timed(statistics.median(times), report_rows(out, "msprobe_cmp_report_*.csv"))
 
@@ -276,7 +283,7 @@ def measure(args: argparse.Namespace, work: Path) -> int:
             elapsed, done, failed = msprobe.run(trees["original"][0], golden, work / "msprobe_original", standin)
             if not standin:
                 failures.append(elapsed)
-            verdict = f"FAILS: {last_line(done.stderr or done.stdout)}" if failed else "runs"
+            verdict = f"FAILS: {failure(done)}" if failed else "runs"
             print(f"  {what}, GE vs {golden_name}: exit {done.returncode} after {elapsed:.1f} s, {verdict}")
 
     startup = min(failures)
