@@ -17,8 +17,9 @@ What msprobe 26.2.0 can do on this machine with tcmp's synthetic torchair dump i
    to nano (same names and payload bytes; header from tcmp's reader) and times msprobe against tcmp on that copy:
    a stand-in for msprobe with CANN, whose C header parser would take the place of the Python TLV one.
 
-Measured in the same run (page cache warm unless said; msprobe keeps no graph cache, so each of its runs is a
-first compare; tcmp's are first compares too, its graph cache removed before each):
+Measured in the same run (the compared files read into the page cache before each timed compare; msprobe keeps
+no graph cache, so each of its runs is a first compare; tcmp's are first compares too, its graph cache removed
+before each):
 
 - plain reading of the compared files (bench/baseline.py), warm and cold (dropped from the page cache first);
 - GE vs FX and GE vs GE (fusion off), tensor mode (msprobe's torchair compare has no other data mode): msprobe on
@@ -194,6 +195,7 @@ class Msprobe:
 def time_msprobe(msprobe: Msprobe, target: Path, golden: Path, out: Path, repeat: int) -> Timed:
     times = []
     for _ in range(repeat):
+        read_all([target, golden])  # the page cache warm for every timed run alike
         elapsed, done, failed = msprobe.run(target, golden, out, standin=True)
         if failed:
             raise SystemExit(f"msprobe failed on the nano copy: {failure(done)}")
@@ -205,6 +207,7 @@ def time_tcmp(target: Path, golden: Path, out: Path, jobs: int, repeat: int) -> 
     times = []
     for _ in range(repeat):
         remove_graph_caches(target)
+        read_all([target, golden])
         shutil.rmtree(out, ignore_errors=True)
         command = [sys.executable, "-m", "tcmp", "compare", "-m", "torchair", "-tp", str(target), "-gp", str(golden),
                    "-o", str(out), "--data-mode", "tensor", "--jobs", str(jobs)]  # fmt: skip
