@@ -24,7 +24,9 @@ before each):
 - plain reading of the compared files (bench/baseline.py), warm and cold (dropped from the page cache first);
 - GE vs FX and GE vs GE (fusion off), tensor mode (msprobe's torchair compare has no other data mode): msprobe on
   the nano copy; tcmp on the nano copy and on the original dump, on every core and with `--jobs 1` (msprobe
-  runs one process for one rank); the report rows each wrote (msprobe matches fewer tensors than tcmp).
+  runs one process for one rank); the report rows each wrote (msprobe matches fewer tensors than tcmp);
+- where msprobe runs as installed (a CANN toolkit on the machine: not exercised here), msprobe on the original
+  dump as well.
 
     python bench/bench_msprobe.py [--work DIR] [--layers N] [--tokens N] [--hidden N] [--seq N] [--repeat N]
         [--msprobe-venv DIR] [--keep]
@@ -157,7 +159,13 @@ def failure(done) -> str:
 @dataclass(frozen=True)
 class Timed:
     seconds: float  # median wall time
+    low: float  # the fastest and the slowest run: the spread a loaded machine gives
+    high: float
     rows: int  # rows of the report
+
+    @property
+    def spread(self) -> str:
+        return f"{self.low:.1f}-{self.high:.1f}"
 
 
 class Msprobe:
@@ -192,15 +200,15 @@ class Msprobe:
         return elapsed, done, failed
 
 
-def time_msprobe(msprobe: Msprobe, target: Path, golden: Path, out: Path, repeat: int) -> Timed:
+def time_msprobe(msprobe: Msprobe, target: Path, golden: Path, out: Path, repeat: int, standin: bool) -> Timed:
     times = []
     for _ in range(repeat):
         read_all([target, golden])  # the page cache warm for every timed run alike
-        elapsed, done, failed = msprobe.run(target, golden, out, standin=True)
+        elapsed, done, failed = msprobe.run(target, golden, out, standin)
         if failed:
-            raise SystemExit(f"msprobe failed on the nano copy: {failure(done)}")
+            raise SystemExit(f"msprobe failed on {target}: {failure(done)}")
         times.append(elapsed)
-    return Timed(statistics.median(times), report_rows(out, "msprobe_cmp_report_*.csv"))
+    return Timed(statistics.median(times), min(times), max(times), report_rows(out, "msprobe_cmp_report_*.csv"))
 
 
 def time_tcmp(target: Path, golden: Path, out: Path, jobs: int, repeat: int) -> Timed:
@@ -215,7 +223,7 @@ def time_tcmp(target: Path, golden: Path, out: Path, jobs: int, repeat: int) -> 
         if done.returncode != 0:
             raise SystemExit(f"tcmp compare failed: {done.stdout}\n{done.stderr}")
         times.append(elapsed)
-    return Timed(statistics.median(times), report_rows(out, "tcmp_compare_rank*[0-9].csv"))
+    return Timed(statistics.median(times), min(times), max(times), report_rows(out, "tcmp_compare_rank*[0-9].csv"))
 
 
 def plain_reads(roots: Sequence[Path], repeat: int) -> tuple[float, float, int]:
@@ -274,22 +282,23 @@ def measure(args: argparse.Namespace, work: Path) -> int:
         name: (root / "target" / "msprobe_ge_dump", root / "golden_ge" / "msprobe_ge_dump")
         for name, root in (("original", original), ("nano", nano))
     }
-    files = sum(len(f) for _, _, f in os.walk(trees["original"][0]))
+    files = sum(len(f) for d, _, f in os.walk(trees["original"][0]) if ".tcmp" not in Path(d).parts)
     print(f"dump: {files} target files, golden FX and fusion-off GE; written and transcoded to nano in "
           f"{time.perf_counter() - t0:.1f} s ({work})")  # fmt: skip
 
     msprobe = Msprobe(args.msprobe_venv, work)
     print("\nmsprobe on the dump as torchair writes it (GE dumps with a protobuf header):")
-    failures = []
+    failures, runs_as_installed = [], set()
     for standin, what in ((False, "as installed"), (True, "TOOLCHAIN_HOME = a stand-in with msprobe's msaccucmp")):
         for golden_name, golden in (("FX", fx), ("fusion-off GE", trees["original"][1])):
             elapsed, done, failed = msprobe.run(trees["original"][0], golden, work / "msprobe_original", standin)
-            if not standin:
+            if not standin and failed:
                 failures.append(elapsed)
+            elif not standin:
+                runs_as_installed.add(golden_name)  # a CANN toolkit here: msprobe is timed on the real dump too
             verdict = f"FAILS: {failure(done)}" if failed else "runs"
             print(f"  {what}, GE vs {golden_name}: exit {done.returncode} after {elapsed:.1f} s, {verdict}")
 
-    startup = min(failures)
     cores = usable_cpus()
     nano_target, nano_golden_ge = trees["nano"]
     print(f"\nmsprobe and tcmp on the nano copy (tensor mode; tcmp's graph cache removed; {args.repeat} run(s) each):")
@@ -299,7 +308,11 @@ def measure(args: argparse.Namespace, work: Path) -> int:
         ("fusion-off GE", nano_golden_ge, trees["original"][1]),
     ):
         warm, cold, size = plain_reads([nano_target, nano_golden], args.repeat)
-        baseline = time_msprobe(msprobe, nano_target, nano_golden, work / "msprobe_nano", args.repeat)
+        baseline = time_msprobe(msprobe, nano_target, nano_golden, work / "msprobe_nano", args.repeat, True)
+        with_cann = None
+        if golden_name in runs_as_installed:
+            with_cann = time_msprobe(msprobe, trees["original"][0], original_golden, work / "msprobe_original",
+                                     args.repeat, False)  # fmt: skip
         out = work / "tcmp"
         tcmp_runs = [
             (f"tcmp, nano copy, --jobs {cores}", time_tcmp(nano_target, nano_golden, out, cores, args.repeat)),
@@ -307,23 +320,28 @@ def measure(args: argparse.Namespace, work: Path) -> int:
             (f"tcmp, original dump, --jobs {cores}", time_tcmp(trees["original"][0], original_golden, out, cores,
                                                                 args.repeat)),
         ]  # fmt: skip
-        rows.append((golden_name, size, warm, cold, baseline, tcmp_runs))
+        rows.append((golden_name, size, warm, cold, baseline, with_cann, tcmp_runs))
 
     width = 46
-    print(f"\n{'GE vs ...: measure':<{width}}{'seconds':>9}{'rows':>8}{'/ msprobe':>11}{'/ cold read':>13}")
-    for golden_name, size, warm, cold, baseline, tcmp_runs in rows:
+    print(f"\n{'GE vs ...: measure':<{width}}{'seconds':>9}{'min-max':>12}{'rows':>8}{'/ msprobe':>11}"
+          f"{'/ cold read':>13}")  # fmt: skip
+    for golden_name, size, warm, cold, baseline, with_cann, tcmp_runs in rows:
         print(f"{f'{golden_name}: plain read, warm ({size / 1e9:.2f} GB)':<{width}}{warm:>9.2f}")
-        print(f"{f'{golden_name}: plain read, cold':<{width}}{cold:>9.2f}{'':>19}{1:>12.2f}x")
+        print(f"{f'{golden_name}: plain read, cold':<{width}}{cold:>9.2f}{'':>31}{1:>12.2f}x")
         label = f"{golden_name}: msprobe 26.2.0, nano copy"
-        print(f"{label:<{width}}{baseline.seconds:>9.2f}{baseline.rows:>8}{1:>10.2f}x{baseline.seconds / cold:>12.2f}x")
-        for what, timed in tcmp_runs:
+        print(f"{label:<{width}}{baseline.seconds:>9.2f}{baseline.spread:>12}{baseline.rows:>8}{1:>10.2f}x"
+              f"{baseline.seconds / cold:>12.2f}x")  # fmt: skip
+        others = [("msprobe 26.2.0 with CANN, original dump", with_cann)] if with_cann is not None else []
+        for what, timed in others + tcmp_runs:
             label = f"{golden_name}: {what}"
-            print(f"{label:<{width}}{timed.seconds:>9.2f}{timed.rows:>8}{timed.seconds / baseline.seconds:>10.2f}x"
-                  f"{timed.seconds / cold:>12.2f}x")  # fmt: skip
-    print(
-        f"(msprobe's start-up alone, importing torch and its modules: about {startup:.1f} s, the time it took "
-        "to fail above)"
-    )
+            print(f"{label:<{width}}{timed.seconds:>9.2f}{timed.spread:>12}{timed.rows:>8}"
+                  f"{timed.seconds / baseline.seconds:>10.2f}x{timed.seconds / cold:>12.2f}x")  # fmt: skip
+    if failures:
+        print(
+            f"(msprobe's start-up alone, importing torch and its modules: about {min(failures):.1f} s, the time it "
+            "took to fail above)"
+        )
+    print(f"(load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {cores} usable cores)")
     if rows and rows[0][3] < 2 * rows[0][2]:
         print("(the cold reads were not cold: posix_fadvise did not drop the files from the page cache here)")
     return 0
