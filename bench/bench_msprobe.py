@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import resource
 import shutil
 import statistics
 import struct
@@ -161,6 +162,7 @@ class Timed:
     seconds: float  # median wall time
     low: float  # the fastest and the slowest run: the spread a loaded machine gives
     high: float
+    cpu: float  # median CPU seconds (user + system) of the process tree: steadier than wall time under load
     rows: int  # rows of the report
 
     @property
@@ -200,30 +202,42 @@ class Msprobe:
         return elapsed, done, failed
 
 
+def child_cpu() -> float:
+    """CPU seconds used so far by this process's waited-for children and their waited-for descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def time_msprobe(msprobe: Msprobe, target: Path, golden: Path, out: Path, repeat: int, standin: bool) -> Timed:
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
         read_all([target, golden])  # the page cache warm for every timed run alike
+        before = child_cpu()
         elapsed, done, failed = msprobe.run(target, golden, out, standin)
+        cpu.append(child_cpu() - before)
         if failed:
             raise SystemExit(f"msprobe failed on {target}: {failure(done)}")
         times.append(elapsed)
-    return Timed(statistics.median(times), min(times), max(times), report_rows(out, "msprobe_cmp_report_*.csv"))
+    rows = report_rows(out, "msprobe_cmp_report_*.csv")
+    return Timed(statistics.median(times), min(times), max(times), statistics.median(cpu), rows)
 
 
 def time_tcmp(target: Path, golden: Path, out: Path, jobs: int, repeat: int) -> Timed:
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
         remove_graph_caches(target)
         read_all([target, golden])
         shutil.rmtree(out, ignore_errors=True)
         command = [sys.executable, "-m", "tcmp", "compare", "-m", "torchair", "-tp", str(target), "-gp", str(golden),
                    "-o", str(out), "--data-mode", "tensor", "--jobs", str(jobs)]  # fmt: skip
+        before = child_cpu()
         elapsed, _, done = run_measured(command, sample_memory=False)
+        cpu.append(child_cpu() - before)
         if done.returncode != 0:
             raise SystemExit(f"tcmp compare failed: {done.stdout}\n{done.stderr}")
         times.append(elapsed)
-    return Timed(statistics.median(times), min(times), max(times), report_rows(out, "tcmp_compare_rank*[0-9].csv"))
+    rows = report_rows(out, "tcmp_compare_rank*[0-9].csv")
+    return Timed(statistics.median(times), min(times), max(times), statistics.median(cpu), rows)
 
 
 def plain_reads(roots: Sequence[Path], repeat: int) -> tuple[float, float, int]:
@@ -324,18 +338,19 @@ def measure(args: argparse.Namespace, work: Path) -> int:
 
     width = 46
     print(f"\n{'GE vs ...: measure':<{width}}{'seconds':>9}{'min-max':>12}{'rows':>8}{'/ msprobe':>11}"
-          f"{'/ cold read':>13}")  # fmt: skip
+          f"{'/ cold read':>13}{'CPU s':>8}{'CPU / msprobe':>15}")  # fmt: skip
     for golden_name, size, warm, cold, baseline, with_cann, tcmp_runs in rows:
         print(f"{f'{golden_name}: plain read, warm ({size / 1e9:.2f} GB)':<{width}}{warm:>9.2f}")
         print(f"{f'{golden_name}: plain read, cold':<{width}}{cold:>9.2f}{'':>31}{1:>12.2f}x")
         label = f"{golden_name}: msprobe 26.2.0, nano copy"
         print(f"{label:<{width}}{baseline.seconds:>9.2f}{baseline.spread:>12}{baseline.rows:>8}{1:>10.2f}x"
-              f"{baseline.seconds / cold:>12.2f}x")  # fmt: skip
+              f"{baseline.seconds / cold:>12.2f}x{baseline.cpu:>8.1f}{1:>14.2f}x")  # fmt: skip
         others = [("msprobe 26.2.0 with CANN, original dump", with_cann)] if with_cann is not None else []
         for what, timed in others + tcmp_runs:
             label = f"{golden_name}: {what}"
             print(f"{label:<{width}}{timed.seconds:>9.2f}{timed.spread:>12}{timed.rows:>8}"
-                  f"{timed.seconds / baseline.seconds:>10.2f}x{timed.seconds / cold:>12.2f}x")  # fmt: skip
+                  f"{timed.seconds / baseline.seconds:>10.2f}x{timed.seconds / cold:>12.2f}x{timed.cpu:>8.1f}"
+                  f"{timed.cpu / baseline.cpu:>14.2f}x")  # fmt: skip
     if failures:
         print(
             f"(msprobe's start-up alone, importing torch and its modules: about {min(failures):.1f} s, the time it "
