@@ -162,7 +162,9 @@ class Timed:
     seconds: float  # median wall time
     low: float  # the fastest and the slowest run: the spread a loaded machine gives
     high: float
-    cpu: float  # median CPU seconds (user + system) of the process tree: steadier than wall time under load
+    # median CPU seconds (user + system) of the waited-for process tree, steadier than wall time under load; with
+    # --jobs > 1 it may miss tcmp's workers (children of a fork server that is not waited for): --jobs 1 is exact
+    cpu: float
     rows: int  # rows of the report
 
     @property
