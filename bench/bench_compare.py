@@ -131,12 +131,14 @@ def essential_work(target: Path, golden: Path) -> tuple[float, _Timed, _Timed]:
         metrics._fused, ge_dump.to_nd = fused, convert
 
 
-def run_measured(command: list[str], sample_memory: bool) -> tuple[float, tuple[int, int], subprocess.CompletedProcess]:
+def run_measured(
+    command: list[str], sample_memory: bool, env: Optional[dict[str, str]] = None
+) -> tuple[float, tuple[int, int], subprocess.CompletedProcess]:
     """Wall time, and with `sample_memory` the peak (RSS, PSS) of the process tree. Sampling reads every
     process's smaps_rollup 50 times a second, which takes CPU from the compare on a small machine: the timed
-    runs do not sample."""
+    runs do not sample. `env`: the child's environment (None: this one's)."""
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak = (0, 0)
     done = threading.Event()
 

@@ -197,7 +197,8 @@ def legend(mode: Mode, t: Thresholds) -> list[str]:
         *rules,
         "They differ when an error lies between the two limits: FAIL/Yes is a small but real error - where an "
         "error starts is often FAIL/Yes, what it spreads to FAIL/No.",
-        "Colours (the HTML report, the --highlight xlsx, the worst rows above): red = FAIL/No, or NaN/inf on one side only; "
+        "Colours (the HTML report, the --highlight xlsx, the worst rows above): red = FAIL/No, or NaN/inf on one "
+        "side only; "
         f"yellow = FAIL/Yes (look closer), not compared (N/A), or a PASS whose output error is >= "
         f"{t.magnitude_factor:g}x its inputs'; green = PASS.",
     ]
