@@ -20,7 +20,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tcmp import __version__, default_compare_jobs, default_watch_workers, one_blas_thread
+from tcmp import __version__
+from tcmp.schemas.host import default_compare_jobs, default_watch_workers, one_blas_thread
 
 one_blas_thread()  # before numpy loads
 
