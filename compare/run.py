@@ -25,7 +25,7 @@ from .outcome import (
     UnmatchedBatch,
 )
 from .progress import ProgressCallback, ProgressTracker
-from .records import Role
+from .records import Role, Unmatched
 from .units import Unit, out_of_scope, plan_units
 
 __all__ = [
@@ -109,7 +109,7 @@ def _run(
     orphans_after = {id(binding_units[-1]): orphans for binding_units, orphans in planned if binding_units}
     stream = ResultStream(inputs.ranks, output_dir, mode, highlight, keep_rows)
     try:
-        add_directory_items(stream, inputs, keep_rows)
+        add_directory_items(stream, directory_items(inputs), keep_rows)
         tracker = ProgressTracker(len(units), progress, workers.progress if workers is not None else None)
         executor: UnitExecutor[Unit] = LocalPool(workers, options.jobs)
         for number, result in executor.run(units, UnitJob(mode, options.thresholds, keep_rows), tracker):
@@ -127,14 +127,20 @@ def _run(
     return result, inputs
 
 
-def add_directory_items(stream: ResultStream, inputs: CompareInputs, keep_rows: bool) -> None:
-    """What `inputs` list before any unit: unusable directories and files, and the directories no unit compares."""
-    for u in inputs.unmatched:
-        stream.add_unmatched(u.rank, UnmatchedBatch.of([u], keep_rows))
+def directory_items(inputs: CompareInputs) -> tuple[Unmatched, ...]:
+    """What `inputs` list before any unit: unusable directories and files, and the directories no unit compares
+    (of those, the golden files as out of scope)."""
+    items = list(inputs.unmatched)
     for role, d in inputs.unbound:
         source = inputs.target if role is Role.TARGET else inputs.golden
-        why = "golden file of a rank, run or graph that is not compared"
-        stream.add_unmatched(d.rank, UnmatchedBatch.of(out_of_scope(role, d, source, why), keep_rows))
+        items += out_of_scope(role, d, source, "golden file of a rank, run or graph that is not compared")
+    return tuple(items)
+
+
+def add_directory_items(stream: ResultStream, items: Sequence[Unmatched], keep_rows: bool) -> None:
+    """`directory_items`, each into its rank's report (of a rank not compared: the first rank's)."""
+    for u in items:
+        stream.add_unmatched(u.rank, UnmatchedBatch.of([u], keep_rows))
 
 
 def orphans_batch(orphans: Sequence[DumpDir], inputs: CompareInputs, keep_rows: bool) -> UnmatchedBatch:
