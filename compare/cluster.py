@@ -155,7 +155,8 @@ class RayExecutor:
         self.capacity: dict[str, int] = {n.node_id: max(1, n.cpus) * 2 for n in nodes}
         self.names: Mapping[str, str] = {**plan.names, **{n.node_id: n.name for n in nodes}}
         self.lost: dict[Optional[int], LostRank] = {}
-        self.dead: list[str] = []
+        self.dead: list[str] = []  # node ids
+        self.retried = 0  # units given to another node (or worker) after a failure
 
     def run(
         self, units: Sequence[RemoteUnit], job: UnitJob, tracker: ProgressTracker
@@ -235,6 +236,7 @@ class RayExecutor:
                         self.lost[held] = LostRank(held, nodes, done, self.end[held] - self.first[held])
         if rank not in self.lost:
             bisect.insort(self.pending[rank], number)
+            self.retried += 1
 
 
 def default_address(given: Optional[str]) -> Optional[str]:

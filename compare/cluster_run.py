@@ -28,7 +28,9 @@ class ClusterCompare:
     not_compared: tuple[NotCompared, ...]
     summary: dict
     summary_path: Optional[Path]
-    nodes: tuple[str, ...]
+    nodes: tuple[str, ...]  # that answered the inventory
+    nodes_lost: tuple[str, ...] = ()  # that died during the compare
+    retried: int = 0  # units run again on another node after their node died
 
     @property
     def complete(self) -> bool:
@@ -80,7 +82,10 @@ def run_cluster_compare(
             raise
     placed = {p.rank: [plan.names.get(n, n) for n in p.nodes] for p in plan.ranks}
     summary = cluster_summary(result, placed, not_compared)
+    summary["nodes_lost"] = [executor.names.get(n, n) for n in executor.dead]
     path = None
     if output_dir is not None and stream.reports is not None:
         path = write_cluster_summary(Path(output_dir), f"{PREFIX}_{stream.reports.stamp}", summary)
-    return ClusterCompare(result, tuple(not_compared), summary, path, tuple(inv.name for inv in inventories))
+    lost = tuple(executor.names.get(n, n) for n in executor.dead)
+    names = tuple(inv.name for inv in inventories)
+    return ClusterCompare(result, tuple(not_compared), summary, path, names, lost, executor.retried)

@@ -116,12 +116,10 @@ def _progress(percent: bool = False):
 
 
 def _cluster_option(what: str):
-    """`--cluster [ADDRESS]`: alone it means `auto` (the cluster this machine belongs to); TCMP_CLUSTER is the
-    default."""
+    """`--cluster [ADDRESS]`: alone it means `auto` (the cluster this machine belongs to: `main` fills it in);
+    TCMP_CLUSTER is the default."""
     return typer.Option(
         "--cluster",
-        flag_value="auto",
-        is_flag=False,
         envvar="TCMP_CLUSTER",
         show_envvar=True,
         help=f"On a running Ray cluster: {what}. ADDRESS: auto (default), ray://host:port, host:port, or local "
@@ -495,12 +493,23 @@ def status(
         out.print(f"{line.label:<{width}}  {line.value}")
 
 
+def with_cluster_address(args: list[str]) -> list[str]:
+    """`--cluster` without an address (last, or before another option) is `--cluster auto`: click has no option
+    whose value may be left out."""
+    found = list(args)
+    for k, arg in enumerate(found):
+        if arg == "--cluster" and (k + 1 == len(found) or found[k + 1].startswith("-")):
+            found.insert(k + 1, "auto")
+            break
+    return found
+
+
 def main() -> None:
     """The `tcmp` command. Whatever no command foresaw (a bug, an error a library raises) also ends in one line and
     exit code 3, not in a traceback and exit code 1, which `--fail-on-diff` gives to FAILing rows; `--verbose`
     shows the traceback."""
     try:
-        app()
+        app(args=with_cluster_address(sys.argv[1:]))
     except Exception as exc:
         if _verbose():
             raise
