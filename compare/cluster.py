@@ -150,13 +150,17 @@ class RayExecutor:
 
     def __init__(self, plan: ClusterPlan, nodes: Sequence[Node], options: CompareOptions) -> None:
         self.options = options
-        self.holders: dict[Optional[int], list[str]] = {p.rank: list(p.nodes) for p in plan.ranks}
+        working = {n.node_id for n in nodes if n.cpus > 0}  # a head started with --num-cpus=0 runs no unit
+        self.holders: dict[Optional[int], list[str]] = {
+            p.rank: [n for n in p.nodes if n in working] for p in plan.ranks
+        }
         self.held_by = {p.rank: tuple(p.nodes) for p in plan.ranks}
-        self.capacity: dict[str, int] = {n.node_id: max(1, n.cpus) * 2 for n in nodes}
+        self.capacity: dict[str, int] = {n.node_id: n.cpus * 2 for n in nodes if n.cpus > 0}
         self.names: Mapping[str, str] = {**plan.names, **{n.node_id: n.name for n in nodes}}
         self.lost: dict[Optional[int], LostRank] = {}
         self.dead: list[str] = []  # node ids
         self.retried = 0  # units given to another node (or worker) after a failure
+        self.idle = tuple(p.rank for p in plan.ranks if not self.holders[p.rank])  # held by no node with CPUs
 
     def run(
         self, units: Sequence[RemoteUnit], job: UnitJob, tracker: ProgressTracker
@@ -178,7 +182,7 @@ class RayExecutor:
             while True:
                 choice = None
                 for rank, numbers in self.pending.items():
-                    if not numbers or rank in self.lost:
+                    if not numbers or rank in self.lost or rank in self.idle:
                         continue
                     free = [n for n in self.holders[rank] if busy.get(n, 0) < self.capacity.get(n, 0)]
                     if free and (choice is None or numbers[0] < choice[0]):
@@ -219,7 +223,9 @@ class RayExecutor:
     def _failed(self, number: int, rank, node: str, exc: Exception, crashes: dict[int, int]) -> None:
         """A unit's task failed for the system's reasons: its node died (the ranks it held go on on their other
         holders, or are lost), or only its worker process (retried a few times)."""
-        if node in {n.node_id for n in alive_nodes()}:
+        ray = import_ray()
+        gone = isinstance(exc, (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError))
+        if not gone and node in {n.node_id for n in alive_nodes()}:
             crashes[number] = crashes.get(number, 0) + 1
             if crashes[number] > WORKER_CRASH_RETRIES:
                 raise CompareError(f"rank {rank}: a unit's worker on {self.names.get(node, node)} died "

@@ -68,6 +68,9 @@ def run_cluster_compare(
                 stream.add_unmatched(rank, remote_result.after)
                 del remote_result
             not_compared = [NotCompared(None, why) for why in plan.uncompared]
+            for rank in executor.idle:
+                stream.discard(rank)
+                not_compared.append(NotCompared(rank, "only nodes without CPUs for Ray tasks hold it"))
             for lost in executor.lost.values():
                 stream.discard(lost.rank)
                 not_compared.append(NotCompared(lost.rank, f"node {', '.join(lost.nodes)} died with {lost.units_done} "

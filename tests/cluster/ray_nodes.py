@@ -8,6 +8,7 @@ here is in a process group of its own, killed by its id."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,6 +26,13 @@ import ray  # in the dev extra
 BIN = Path(sys.executable).parent
 OBJECT_STORE = str(100 * 1024 * 1024)
 START_TIMEOUT_S = 90.0
+STOP_GRACE_S = 3.0
+# A dead node is declared after 5 missed health checks 3 s apart by default: 15 s per killed node in a test. A
+# task already running there fails at once (its worker's connection breaks); one queued there waits for this.
+HEALTH_CHECK = json.dumps({"health_check_period_ms": 500, "health_check_failure_threshold": 3})
+
+# the tasks of this module and the tests' run on the nodes, where tests/ is not importable: shipped by value
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _free_port() -> int:
@@ -54,7 +62,8 @@ class RayCluster:
         self.temp_dir = Path(f"/tmp/tcmp-ray-{os.getpid()}")  # short: Ray's socket paths must fit in 107 bytes
         common = (f"--num-cpus=1 --object-store-memory={OBJECT_STORE} --disable-usage-stats --block "
                   f"--temp-dir={self.temp_dir}")  # fmt: skip
-        self._start(f"{BIN}/ray start --head --port={port} --include-dashboard=false {common}", nodes=1)
+        head = f"--head --port={port} --include-dashboard=false --system-config='{HEALTH_CHECK}'"
+        self._start(f"{BIN}/ray start {head} {common}", nodes=1)
         for k, node_dir in enumerate(self.node_dirs, start=2):
             self._start(f"{BIN}/ray start --address={self.address} {common}", nodes=k, node_dir=node_dir)
 
@@ -109,17 +118,23 @@ class RayCluster:
         for process in reversed(self.processes):
             with _suppress():
                 os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
         for process in self.processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                with _suppress():
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for process in self.processes:  # `ray start --block` may wait long for its children: the cluster is done
+            with _suppress():
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
         for pid in leftover_pids(self.temp_dir):  # what left its process group (Ray's own daemons)
             with _suppress():
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def on_worker(self, k: int, function, *args):
+        """`function(*args)` run on worker node k (in its mount namespace), as a Ray task; its result."""
+        task = ray.remote(num_cpus=0, max_retries=0)(function)
+        return ray.get(task.options(scheduling_strategy=_on(self.worker_node_id(k))).remote(*args), timeout=300)
 
 
 def leftover_pids(temp_dir: Path) -> list[int]:
@@ -161,3 +176,20 @@ def _marker(view: str):
         return json.loads(Path(view, "node.json").read_text())["node"]
     except OSError:
         return None
+
+
+def watch(db: Path, dirs: tuple[Path, ...]) -> None:
+    """`tcmp watch --once --drop-raw` of `dirs` into `db` (run on a node, where they are seen)."""
+    from tcmp.daemon.retention import RetentionPolicy
+    from tcmp.daemon.service import WatchConfig, run_watch
+
+    db.parent.mkdir(exist_ok=True)
+    report = run_watch(WatchConfig(dirs, db=db, retention=RetentionPolicy(True, 0, ()), workers=1, once=True))
+    assert report.error is None and report.summarized > 0
+
+
+def compare_here(target: Path, golden: Path, out: Path) -> None:
+    """A local compare in one process (run on a node: what a user logged into it would run)."""
+    from tcmp.compare.run import CompareOptions, run_compare
+
+    run_compare(CompareOptions(target, golden), out)

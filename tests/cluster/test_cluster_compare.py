@@ -3,7 +3,7 @@ equal a local compare's of the same data, row for row, with shared storage and w
 cluster summary names the rank that went wrong first; a node killed mid-compare is survived where another node
 holds its data and reported where none does; a node running another tcmp is refused.
 
-Data: 4 ranks x 2 tokens, ranks 1 and 3 only in `tcmp watch`'s index (their raw files deleted), faults injected
+Data: 4 ranks x 4 tokens, ranks 1 and 3 only in `tcmp watch`'s index (their raw files deleted), faults injected
 so that rank 2 diverges first: MatMul_0 on rank 2 from token 0, the same op on rank 3 from token 1 only, and
 SoftmaxV2_0 (later in the token than MatMul_0) on rank 1 from token 0."""
 
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ray_nodes import BIN, RayCluster, in_namespace, leftover_pids
+from ray_nodes import RayCluster, compare_here, leftover_pids, watch
 
 import tcmp
 from tcmp.compare.cluster_run import run_cluster_compare
@@ -36,6 +36,7 @@ FAULTS = (
     Fault("SoftmaxV2_0", FaultKind.REL_ERROR, magnitude=0.2, ranks=(1,)),
 )
 INDEX_ONLY = (1, 3)
+TOKENS = 4  # units enough that a node killed at the first result still has some to do
 TARGET, GOLDEN = "target/msprobe_ge_dump", "golden_fx/msprobe_fx_dump"
 RANK_DIR = "worldsize4_global_rank{}"
 
@@ -51,52 +52,16 @@ def copy_ranks(full: Path, into: Path, target_ranks, golden_ranks) -> None:
             shutil.copytree(full / side / RANK_DIR.format(rank), into / side / RANK_DIR.format(rank))
 
 
-def watch_command(root: Path, ranks) -> str:
-    """`tcmp watch --once --drop-raw` of these ranks' directories, into `root`'s index (where compare finds it)."""
-    dirs = " ".join(str(root / side / RANK_DIR.format(r)) for side in (TARGET, GOLDEN) for r in ranks)
-    return f"mkdir -p {root}/.tcmp && {BIN}/tcmp watch --once --drop-raw --raw-budget 0 --workers 1 --db {root}/.tcmp/index.sqlite {dirs}"
-
-
-def run_watch(command: str, namespace=None) -> None:
-    argv = in_namespace(*namespace, command) if namespace else ["sh", "-c", command]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-
-
-def local_compare_in(namespace, root: Path, out: Path) -> None:
-    """A local compare on one node: `tcmp compare` where `view` shows that node's files."""
-    command = f"{BIN}/tcmp compare -tp {root / TARGET} -gp {root / GOLDEN} -o {out} --jobs 1"
-    done = subprocess.run(in_namespace(*namespace, command), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+def watch_ranks(root: Path, ranks) -> tuple:
+    """What `tcmp watch --once --drop-raw` of these ranks' directories takes, into `root`'s index."""
+    return root / ".tcmp" / "index.sqlite", tuple(
+        root / side / RANK_DIR.format(r) for side in (TARGET, GOLDEN) for r in ranks
+    )
 
 
 @pytest.fixture(scope="module")
-def data(cluster_dirs):
-    """The full scenario; `shared` (seen alike by every node) and, under `view`, node 0's ranks 0-1 and node 1's
-    ranks 2-3, with ranks 1 and 3 moved into each tree's index by `tcmp watch` running where the tree is seen."""
+def cluster(cluster_dirs):
     work, view, node_dirs = cluster_dirs
-    full = work / "full"
-    config = ScenarioConfig(model=ModelConfig(layers=2), ranks=4, tokens=2, write_fusion_off=False, faults=FAULTS)
-    write_scenario(full, config)
-    shared = work / "shared"
-    copy_ranks(full, shared, range(4), range(4))
-    run_watch(watch_command(shared, INDEX_ONLY))
-    for k, ranks in enumerate(((0, 1), (2, 3))):
-        copy_ranks(full, node_dirs[k] / "split", ranks, ranks)
-        run_watch(watch_command(view / "split", [r for r in ranks if r in INDEX_ONLY]), (node_dirs[k], view))
-    # different copies of rank 0 on the two nodes (node 1's from another seed); rank 1's target without golden
-    other = work / "other"
-    write_scenario(other, ScenarioConfig(model=ModelConfig(layers=2), ranks=4, tokens=2, seed=7,
-                                         write_fusion_off=False))  # fmt: skip
-    copy_ranks(full, node_dirs[0] / "copies", (0,), (0,))
-    copy_ranks(other, node_dirs[1] / "copies", (0,), (0,))
-    copy_ranks(full, node_dirs[0] / "apart", (0, 1), (0,))
-    return work, view, node_dirs, shared
-
-
-@pytest.fixture(scope="module")
-def cluster(data):
-    work, view, node_dirs, _ = data
     ray_cluster = RayCluster(work, view, node_dirs)
     try:
         ray_cluster.start()
@@ -104,6 +69,29 @@ def cluster(data):
     finally:
         ray_cluster.stop()
     assert not _leftovers(ray_cluster)
+
+
+@pytest.fixture(scope="module")
+def data(cluster, cluster_dirs):
+    """The full scenario; `shared` (seen alike by every node) and, under `view`, node 0's ranks 0-1 and node 1's
+    ranks 2-3, with ranks 1 and 3 moved into each tree's index by `tcmp watch` running on the node."""
+    work, view, node_dirs = cluster_dirs
+    full = work / "full"
+    config = ScenarioConfig(model=ModelConfig(layers=2), ranks=4, tokens=TOKENS, write_fusion_off=False, faults=FAULTS)
+    write_scenario(full, config)
+    shared = work / "shared"
+    copy_ranks(full, shared, range(4), range(4))
+    watch(*watch_ranks(shared, INDEX_ONLY))
+    for k, ranks in enumerate(((0, 1), (2, 3))):
+        copy_ranks(full, node_dirs[k] / "split", ranks, ranks)
+        cluster.on_worker(k, watch, *watch_ranks(view / "split", [r for r in ranks if r in INDEX_ONLY]))
+    # two copies of rank 0 that differ (a file missing in node 1's); rank 1's target on node 0 without its golden
+    for k in range(2):
+        copy_ranks(full, node_dirs[k] / "copies", (0,), (0,))
+    step = node_dirs[1] / "copies" / TARGET / RANK_DIR.format(0)
+    next(p for p in sorted(step.rglob("*")) if p.is_file()).unlink()
+    copy_ranks(full, node_dirs[0] / "apart", (0, 1), (0,))
+    return work, view, node_dirs, shared
 
 
 def _leftovers(cluster: RayCluster) -> list[int]:
@@ -119,8 +107,10 @@ def report_files(directory: Path) -> dict[str, Path]:
     return {re.sub(r"_\d{14}", "", p.name): p for p in directory.iterdir() if not p.name.startswith(".")}
 
 
-def same_reports(local: Path, cluster: Path, ranks) -> None:
-    """Each rank's CSV and unmatched CSV byte for byte, its summary equal but for where the files are."""
+def same_reports(local: Path, cluster: Path, ranks, scope_differs: bool = False) -> None:
+    """Each rank's CSV and unmatched CSV byte for byte, its summary equal but for where the files are (and, with
+    `scope_differs`, for the count of directories that decided data mode `auto`: a node's local compare sees its
+    own only)."""
     mine, theirs = report_files(cluster), report_files(local)
     for rank in ranks:
         for suffix in (".csv", "_unmatched.csv"):
@@ -130,6 +120,8 @@ def same_reports(local: Path, cluster: Path, ranks) -> None:
         a, b = (json.loads(files[name].read_text()) for files in (mine, theirs))
         for summary in (a, b):
             summary.pop("files")
+            if scope_differs:
+                summary["data_mode_reason"] = summary["data_mode_reason"].split(":")[0]
         assert a == b
 
 
@@ -145,12 +137,12 @@ def test_shared_storage_reports_equal_a_local_compare(cluster, data, tmp_path):
 
 
 def test_node_local_reports_equal_each_nodes_local_compare(cluster, data, tmp_path):
-    _work, view, node_dirs, _ = data
+    _work, view, _node_dirs, _ = data
     for k in range(2):
-        local_compare_in((node_dirs[k], view), view / "split", tmp_path / "local")
+        cluster.on_worker(k, compare_here, view / "split" / TARGET, view / "split" / GOLDEN, tmp_path / "local")
     done = run_cluster_compare(options(view / "split"), cluster.address, tmp_path / "cluster")
     assert done.complete
-    same_reports(tmp_path / "local", tmp_path / "cluster", range(4))
+    same_reports(tmp_path / "local", tmp_path / "cluster", range(4), scope_differs=True)
     holders = {r["rank"]: r["nodes"] for r in done.summary["ranks"]}
     assert len({holders[0][0], holders[2][0]}) == 2 and all(len(n) == 1 for n in holders.values())
     assert holders[0] == holders[1] and holders[2] == holders[3]
@@ -163,7 +155,8 @@ def test_the_cluster_summary_names_the_rank_that_diverged_first(cluster, data, t
     assert (earliest["rank"], earliest["token"], earliest["op"]) == (2, 0, "MatMul_0")
     assert earliest["same_op_ranks"] == [2]  # rank 3 diverges at the same op only from token 1
     firsts = {r["rank"]: [(d["token"], d["op"]) for d in r["first_divergence"]] for r in done.summary["ranks"]}
-    assert firsts == {0: [], 1: [(0, "SoftmaxV2_0"), (1, "SoftmaxV2_0")], 2: [(0, "MatMul_0"), (1, "MatMul_0")],
+    every = range(TOKENS)
+    assert firsts == {0: [], 1: [(t, "SoftmaxV2_0") for t in every], 2: [(t, "MatMul_0") for t in every],
                       3: [(1, "MatMul_0")]}  # fmt: skip
     written = json.loads(done.summary_path.read_text())
     assert written["earliest_divergence"] == earliest and done.summary_path.name.endswith("_cluster_summary.json")
@@ -201,13 +194,16 @@ def test_a_rank_no_node_can_compare_is_said_and_the_compare_is_incomplete(cluste
 
 
 def test_a_node_killed_mid_compare_loses_only_its_own_ranks_on_node_local_storage(cluster, data, tmp_path):
-    _work, view, node_dirs, _ = data
+    _work, view, _node_dirs, _ = data
     for k in range(2):
-        local_compare_in((node_dirs[k], view), view / "split", tmp_path / "local")
+        cluster.on_worker(k, compare_here, view / "split" / TARGET, view / "split" / GOLDEN, tmp_path / "local")
     raylet = cluster.worker_raylet(1)  # node 1 holds ranks 2 and 3
 
+    killed = []
+
     def kill_at_first_result(done: float, total: int) -> None:
-        if done >= 1 and raylet is not None:
+        if done >= 1 and not killed:
+            killed.append(total - done)  # units not finished yet
             os.kill(raylet, signal.SIGKILL)
 
     done = run_cluster_compare(options(view / "split"), cluster.address, tmp_path / "cluster",
@@ -217,7 +213,7 @@ def test_a_node_killed_mid_compare_loses_only_its_own_ranks_on_node_local_storag
     assert all(done.nodes_lost[0] in n.why for n in done.not_compared)
     compared = [r.rank for r in done.result.ranks]
     assert set(compared) == {0, 1, 2, 3} - lost
-    same_reports(tmp_path / "local", tmp_path / "cluster", compared)
+    same_reports(tmp_path / "local", tmp_path / "cluster", compared, scope_differs=True)
     names = report_files(tmp_path / "cluster")
     assert not any(f"rank{r}" in name for r in lost for name in names)  # no report that looks complete
     assert not list((tmp_path / "cluster").glob(".tcmp-*"))  # nor half-written files
@@ -228,8 +224,11 @@ def test_a_node_killed_mid_compare_is_survived_on_shared_storage(cluster, data, 
     run_compare(options(shared), tmp_path / "local")
     raylet = cluster.worker_raylet(0)
 
+    killed = []
+
     def kill_at_first_result(done: float, total: int) -> None:
-        if done >= 1:
+        if done >= 1 and not killed:
+            killed.append(total - done)  # units not finished yet
             os.kill(raylet, signal.SIGKILL)
 
     done = run_cluster_compare(options(shared), cluster.address, tmp_path / "cluster", progress=kill_at_first_result)
