@@ -1,10 +1,11 @@
 # Two entry points (see README): `make demo` runs the main job on a built-in example, `make test` runs every
-# check CI runs. Both create ./.venv and install tcmp into it first; nothing else is needed on the machine.
+# check CI runs. Both create ./.venv and install tcmp into it first; `make test` also installs Debian's chromium for
+# the HTML report's browser tests when the machine has none (apt-get: needs root, or install it yourself).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install bench conformance clean
+.PHONY: demo test install browser bench conformance clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +17,15 @@ $(VENV)/.installed: pyproject.toml setup.py compare/_fused.c | $(BIN)/python
 
 install: $(VENV)/.installed
 
+# Playwright drives the system's chromium and never downloads a browser of its own
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 demo: install
 	$(BIN)/tcmp demo
 
-test: install
+test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest

@@ -3,10 +3,12 @@ kept while the rows stream past into that rank's report files (report.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
+from .collect import Binding
 from .metrics import Mode
 from .outcome import CompareResult, Counts, Divergence, RankResult, UnmatchedBatch
 from .ranking import worst as worst_rows
@@ -63,12 +65,20 @@ class ResultStream:
     nothing is renamed into place before `finish`)."""
 
     def __init__(
-        self, ranks: tuple[Optional[int], ...], output_dir: Optional[Path], mode: Mode, highlight: bool, keep_rows: bool
+        self,
+        ranks: tuple[Optional[int], ...],
+        output_dir: Optional[Path],
+        mode: Mode,
+        highlight: bool,
+        keep_rows: bool,
+        html: bool = True,
+        bindings: Sequence[Binding] = (),
     ) -> None:
+        """`bindings`: whose graphs the HTML pages draw (report.ReportSet)."""
         from .report import ReportSet  # report builds on run's records
 
         self.ranks, self.keep_rows = ranks, keep_rows
-        self.reports = ReportSet(output_dir, mode, highlight) if output_dir is not None else None
+        self.reports = ReportSet(output_dir, mode, highlight, html, bindings) if output_dir is not None else None
         self.accumulators: dict[Optional[int], RankAccumulator] = {}
         try:
             for rank in ranks:

@@ -20,8 +20,17 @@ from typing import Optional
 
 import tcmp
 
+from .collect import Binding
 from .executor import UnitJob
-from .inventory import ClusterPlan, NodeInventory, RemoteUnitResult, code_hash, compare_remote_unit, take_inventory
+from .inventory import (
+    ClusterPlan,
+    NodeInventory,
+    RemoteUnitResult,
+    bindings_of,
+    code_hash,
+    compare_remote_unit,
+    take_inventory,
+)
 from .outcome import CompareOptions
 from .progress import REPORT_INTERVAL_S, ProgressTracker
 from .records import CompareError
@@ -29,7 +38,12 @@ from .records import CompareError
 INSTALL_HINT = "--cluster needs Ray: pip install 'tcmp[cluster]'"
 CLUSTER_ENV = "TCMP_CLUSTER"
 INVENTORY_TIMEOUT_S = 300.0  # a node walks the trees at the paths given (a few s for a million files)
-WORKER_CRASH_RETRIES = 2  # a unit whose worker process died while its node lives (OOM killer, say)
+WORKER_CRASH_RETRIES = 2
+# what a task pinned to a node fails with once that node is gone (newer Rays); otherwise the node list decides
+NODE_GONE_ERRORS = (
+    "NodeDiedError",
+    "TaskUnschedulableError",
+)  # a unit whose worker process died while its node lives (OOM killer, say)
 
 
 def import_ray():
@@ -118,6 +132,20 @@ def take_inventories(options: CompareOptions, nodes: Sequence[Node]) -> list[Nod
         except ray.exceptions.RayError as exc:
             logging.getLogger(__name__).warning("node %s left out: %s", node.name, exc)
     return found
+
+
+def rank_bindings(options: CompareOptions, plan: ClusterPlan) -> tuple[Binding, ...]:
+    """Each rank's bindings, from a node holding it: the HTML pages draw their graphs (a node's graph files may be
+    on no disk the driver sees)."""
+    ray = import_ray()
+    task = remote(bindings_of, num_cpus=0)
+    refs = [task.options(scheduling_strategy=on_node(p.nodes[0])).remote(options, p.rank) for p in plan.ranks]
+    try:
+        return tuple(b for found in ray.get(refs, timeout=INVENTORY_TIMEOUT_S) for b in found)
+    except ray.exceptions.RayTaskError as exc:
+        raise _cause(exc) from None
+    except ray.exceptions.RayError as exc:
+        raise CompareError(f"a node left before the compare began: {exc}") from None
 
 
 def _cause(exc: Exception) -> BaseException:
@@ -224,7 +252,8 @@ class RayExecutor:
         """A unit's task failed for the system's reasons: its node died (the ranks it held go on on their other
         holders, or are lost), or only its worker process (retried a few times)."""
         ray = import_ray()
-        gone = isinstance(exc, (ray.exceptions.NodeDiedError, ray.exceptions.TaskUnschedulableError))
+        said_gone = tuple(getattr(ray.exceptions, n) for n in NODE_GONE_ERRORS if hasattr(ray.exceptions, n))
+        gone = isinstance(exc, said_gone)
         if not gone and node in {n.node_id for n in alive_nodes()}:
             crashes[number] = crashes.get(number, 0) + 1
             if crashes[number] > WORKER_CRASH_RETRIES:

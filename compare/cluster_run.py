@@ -11,7 +11,7 @@ from typing import Optional
 import tcmp
 
 from .accumulate import ResultStream
-from .cluster import RayExecutor, RemoteUnit, alive_nodes, connected, take_inventories
+from .cluster import RayExecutor, RemoteUnit, alive_nodes, connected, rank_bindings, take_inventories
 from .cluster_summary import NotCompared, cluster_summary, write_cluster_summary
 from .executor import UnitJob
 from .inventory import check_versions, code_hash, plan_cluster
@@ -45,6 +45,7 @@ def run_cluster_compare(
     highlight: bool = False,
     progress: Optional[ProgressCallback] = None,
     keep_rows: bool = False,
+    html: bool = True,
 ) -> ClusterCompare:
     """Compare on the Ray cluster at `address` (cluster.connected). Raises CompareError when it cannot run at all
     (no node can compare, two copies of a rank differ, a node runs another tcmp)."""
@@ -57,7 +58,9 @@ def run_cluster_compare(
         plan = plan_cluster(inventories)
         mode, reason = resolve_mode(options.mode, plan.summary_only_dirs, plan.dirs)
         units = [RemoteUnit(place.rank, k) for place in plan.ranks for k in range(place.units)]
-        stream = ResultStream(tuple(p.rank for p in plan.ranks), output_dir, mode, highlight, keep_rows)
+        bindings = rank_bindings(options, plan) if html and output_dir is not None else ()
+        ranks = tuple(p.rank for p in plan.ranks)
+        stream = ResultStream(ranks, output_dir, mode, highlight, keep_rows, html, bindings)
         try:
             add_directory_items(stream, plan.directory_items, keep_rows)
             executor = RayExecutor(plan, nodes, options)

@@ -169,6 +169,8 @@ def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
         say(console, f"  report: {escape(str(report.csv))}" + (f" (+ {report.xlsx.name})" if report.xlsx else ""))
         say(console, f"  unmatched: {escape(str(report.unmatched))}")
         say(console, f"  summary: {escape(str(report.summary))}")
+        if report.html is not None:
+            say(console, f"  page: {escape(str(report.html))}")
 
 
 def legend(mode: Mode, t: Thresholds) -> list[str]:
@@ -195,7 +197,8 @@ def legend(mode: Mode, t: Thresholds) -> list[str]:
         *rules,
         "They differ when an error lies between the two limits: FAIL/Yes is a small but real error - where an "
         "error starts is often FAIL/Yes, what it spreads to FAIL/No.",
-        "Colours (the --highlight xlsx, the worst rows above): red = FAIL/No, or NaN/inf on one side only; "
+        "Colours (the HTML report, the --highlight xlsx, the worst rows above): red = FAIL/No, or NaN/inf on one "
+        "side only; "
         f"yellow = FAIL/Yes (look closer), not compared (N/A), or a PASS whose output error is >= "
         f"{t.magnitude_factor:g}x its inputs'; green = PASS.",
     ]
@@ -217,11 +220,7 @@ def print_plan(console: Console, inputs: CompareInputs, seconds: float, jobs: in
 
 
 def print_summary(console: Console, result: CompareResult) -> None:
-    if result.golden_kind.value == "fx":
-        kind = "FX dump"
-    else:
-        kind = "GE dump that looks taken with fusion on (see the note)" if result.golden_fused else "fusion-off GE dump"
-    say(console, f"golden: {kind}; data mode: {result.mode.value} ({escape(result.mode_reason)})")
+    say(console, f"golden: {result.golden_description}; data mode: {result.mode.value} ({escape(result.mode_reason)})")
     for note in result.notes:
         say(console, f"[yellow]note:[/] {escape(note)}")
     for rank in result.ranks:

@@ -160,6 +160,11 @@ def _node_plan(options: CompareOptions) -> CompareInputs:
     return _collect(options)
 
 
+def bindings_of(options: CompareOptions, rank: Optional[int]) -> tuple:
+    """The rank's bindings as this node binds them (their graphs for the HTML page)."""
+    return tuple(b for b in _node_plan(options).bindings if b.rank == rank)
+
+
 def compare_remote_unit(options: CompareOptions, rank: Optional[int], number: int, job) -> RemoteUnitResult:
     """Unit `number` of `rank` (in compare order), compared on this node."""
     from .pairs import compare_unit

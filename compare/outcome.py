@@ -136,6 +136,13 @@ class CompareResult:
         return any(rank.counts.failed for rank in self.ranks)
 
     @property
+    def golden_description(self) -> str:
+        """What the golden dump is, as the console and the HTML report name it."""
+        if self.golden_kind is GoldenKind.FX:
+            return "FX dump"
+        return "GE dump that looks taken with fusion on (see the note)" if self.golden_fused else "fusion-off GE dump"
+
+    @property
     def unreadable(self) -> int:
         """Dump files (or directories) that could not be read, over all ranks: the CLI exits 1 for them."""
         return sum(rank.counts.unreadable for rank in self.ranks)

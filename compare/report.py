@@ -5,6 +5,7 @@ report adds"):
     tcmp_compare[_rank{R}]_{time}.xlsx           the same with whole-row fills (--highlight)
     tcmp_compare[_rank{R}]_{time}_unmatched.csv  every target op/tensor and golden tensor without a partner, and why
     tcmp_compare[_rank{R}]_{time}_summary.json   counts, mode, first divergence per token, worst rows, notes
+    tcmp_compare[_rank{R}]_{time}_report.html    the page: chart, table, neighbourhoods, header (unless --no-html)
 
 Files are written under temporary names and renamed when complete, so an interrupted compare never leaves a
 report that looks finished; existing files are never overwritten.
@@ -17,13 +18,16 @@ import csv
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from tcmp.schemas.files import create_temporary
 
+from .collect import Binding
 from .metrics import Mode
+from .page import PageWriter
 from .run import CompareResult, Divergence, RankResult
 from .table import UNMATCHED_COLUMNS, RenderedRows, columns, row_cells, typed
 from .xlsx import XlsxStream
@@ -38,11 +42,15 @@ class WrittenReport:
     unmatched: Path
     summary: Path
     xlsx: Optional[Path]
+    html: Optional[Path] = None
+
+
+_SUFFIXES = (".csv", "_unmatched.csv", "_summary.json", "_report.html", ".xlsx")
 
 
 def _free_stem(directory: Path, stem: str) -> str:
     candidate, n = stem, 0
-    while any((directory / f"{candidate}{suffix}").exists() for suffix in (".csv", "_unmatched.csv", "_summary.json")):
+    while any((directory / f"{candidate}{suffix}").exists() for suffix in _SUFFIXES):
         n += 1
         candidate = f"{stem}_{n}"
     return candidate
@@ -58,7 +66,9 @@ class RankWriter:
     """The files of one rank, written as rows stream in (constant memory, also for the xlsx), under temporary
     names until `ReportSet.finish` renames them."""
 
-    def __init__(self, directory: Path, stem: str, rank: Optional[int], mode: Mode, highlight: bool) -> None:
+    def __init__(
+        self, directory: Path, stem: str, rank: Optional[int], mode: Mode, highlight: bool, html: bool = True
+    ) -> None:
         self.rank, self.mode = rank, mode
         self.final = {
             "csv": directory / f"{stem}.csv",
@@ -67,6 +77,8 @@ class RankWriter:
         }
         if highlight:
             self.final["xlsx"] = directory / f"{stem}.xlsx"
+        if html:
+            self.final["html"] = directory / f"{stem}_report.html"
         self.temp = {key: _temporary(directory) for key in self.final}
         self._csv_handle = open(self.temp["csv"], "w", newline="", encoding="utf-8")  # noqa: SIM115
         self._csv = csv.writer(self._csv_handle)
@@ -75,6 +87,7 @@ class RankWriter:
         self._unmatched = csv.writer(self._unmatched_handle)
         self._unmatched.writerow(UNMATCHED_COLUMNS)
         self._xlsx = XlsxStream(self.temp["xlsx"], columns(mode)) if highlight else None
+        self.page = PageWriter(mode) if html else None
 
     def add_rows(self, rows: RenderedRows) -> None:
         """Rendered rows, in table order (the CSV writer's own text: the bytes `csv.writer` would write)."""
@@ -82,10 +95,14 @@ class RankWriter:
         if self._xlsx is not None:
             for cells, colour in zip(rows.cells(), rows.colours):
                 self._xlsx.add(cells, colour)
+        if self.page is not None:
+            self.page.add_rows(rows)
 
     def add_unmatched(self, csv_text: str) -> None:
         """Unmatched items rendered by `table.render_unmatched`."""
         self._unmatched_handle.write(csv_text)
+        if self.page is not None:
+            self.page.add_unmatched(csv_text)
 
     def close(self, summary: Optional[dict]) -> None:
         self._csv_handle.close()
@@ -98,17 +115,21 @@ class RankWriter:
 
     def report(self) -> WrittenReport:
         f = self.final
-        return WrittenReport(self.rank, f["csv"], f["unmatched"], f["summary"], f.get("xlsx"))
+        return WrittenReport(self.rank, f["csv"], f["unmatched"], f["summary"], f.get("xlsx"), f.get("html"))
 
 
 class ReportSet:
     """All ranks' files of one compare in `output_dir`; nothing is renamed into place before `finish`, so an
     interrupted or failed compare leaves no report that looks complete (and never overwrites an earlier one)."""
 
-    def __init__(self, output_dir: Path, mode: Mode, highlight: bool) -> None:
+    def __init__(
+        self, output_dir: Path, mode: Mode, highlight: bool, html: bool = True, bindings: Sequence[Binding] = ()
+    ) -> None:
+        """`bindings`: the compare's, whose graphs give the HTML page its edges (no graph file is read again)."""
         self.directory = Path(output_dir)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.mode, self.highlight = mode, highlight
+        self.mode, self.highlight, self.html = mode, highlight, html
+        self.bindings = tuple(bindings)
         self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.writers: dict[Optional[int], RankWriter] = {}
 
@@ -118,12 +139,18 @@ class ReportSet:
         stem = _free_stem(self.directory, base)
         while stem in taken:
             stem = _free_stem(self.directory, f"{stem}_")
-        self.writers[rank] = RankWriter(self.directory, stem, rank, self.mode, self.highlight)
+        self.writers[rank] = RankWriter(self.directory, stem, rank, self.mode, self.highlight, self.html)
         return self.writers[rank]
 
     def finish(self, result: CompareResult) -> dict[Optional[int], WrittenReport]:
         for rank in result.ranks:
-            self.writers[rank.rank].close(summary_json(result, rank))
+            writer = self.writers[rank.rank]
+            summary = summary_json(result, rank)
+            writer.close(summary)
+            if writer.page is not None:
+                graphs = [b.graph for b in self.bindings if b.rank == rank.rank]
+                writer.page.finish(writer.temp["html"], result, rank, summary, graphs)
+                writer.page = None  # its rows are in the file: not kept while the next rank's page is written
         for writer in self.writers.values():
             for key, temp in writer.temp.items():
                 os.replace(temp, writer.final[key])

@@ -76,18 +76,20 @@ def run_compare(
     progress: Optional[ProgressCallback] = None,
     keep_rows: bool = False,
     workers: Optional[Workers] = None,
+    html: bool = True,
 ) -> tuple[CompareResult, CompareInputs]:
-    """Run a compare and, with `output_dir`, stream its report files there (see tcmp.compare.report). With
-    `options.jobs` > 1, on `workers` (`compare_workers`) or on workers of its own. `progress(done, units)` is told
-    how many units (tokens of a graph) are done, counting the share of its pairs each unit under way has compared.
+    """Run a compare and, with `output_dir`, stream its report files there (see tcmp.compare.report; `html`: the
+    HTML page too). With `options.jobs` > 1, on `workers` (`compare_workers`) or on workers of its own.
+    `progress(done, units)` is told how many units (tokens of a graph) are done, counting the share of its pairs
+    each unit under way has compared.
 
     Raises CompareError (one line) when it cannot run at all; report files appear only when it completes.
     `keep_rows` keeps every row and unmatched item in the result (for tests and library users; the CLI streams).
     """
     if workers is not None or options.jobs < 2:
-        return _run(options, output_dir, highlight, progress, keep_rows, workers)
+        return _run(options, output_dir, highlight, progress, keep_rows, workers, html)
     with compare_workers(options.jobs) as started:
-        return _run(options, output_dir, highlight, progress, keep_rows, started)
+        return _run(options, output_dir, highlight, progress, keep_rows, started, html)
 
 
 def _run(
@@ -97,6 +99,7 @@ def _run(
     progress: Optional[ProgressCallback],
     keep_rows: bool,
     workers: Optional[Workers],
+    html: bool = True,
 ) -> tuple[CompareResult, CompareInputs]:
     inputs = collect(
         options.target, options.golden, rank=options.rank, target_run=options.target_run,
@@ -107,7 +110,7 @@ def _run(
     units = [unit for binding_units, _ in planned for unit in binding_units]
     # a binding's golden tokens missing in the target are listed after its last unit
     orphans_after = {id(binding_units[-1]): orphans for binding_units, orphans in planned if binding_units}
-    stream = ResultStream(inputs.ranks, output_dir, mode, highlight, keep_rows)
+    stream = ResultStream(inputs.ranks, output_dir, mode, highlight, keep_rows, html, inputs.bindings)
     try:
         add_directory_items(stream, directory_items(inputs), keep_rows)
         tracker = ProgressTracker(len(units), progress, workers.progress if workers is not None else None)

@@ -16,7 +16,9 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
+
+from tcmp.schemas.records import IO
 
 from .metrics import NA, Mode
 from .records import Row, Unmatched
@@ -45,7 +47,7 @@ TRAILING = ("Result", "Accuracy Reached or Not", "Err_message")
 UNMATCHED_COLUMNS = ("Side", "Token", "Rank", "Op Name", "Op Type", "IO", "Index", "Path", "Kind", "Reason")
 STATISTICS_RELATIVE_COLUMNS = frozenset(STATISTICS_COLUMNS[4:])  # the ones the xlsx shows as percentages
 _INTEGER_COLUMNS = frozenset(("Token", "Rank", *NAN_INF_COLUMNS))
-_NUMBER_COLUMNS = frozenset((*TENSOR_COLUMNS[:6], *STATISTICS_COLUMNS, *STATS_COLUMNS, *_INTEGER_COLUMNS))
+NUMBER_COLUMNS = frozenset((*TENSOR_COLUMNS[:6], *STATISTICS_COLUMNS, *STATS_COLUMNS, *_INTEGER_COLUMNS))
 SIGNIFICANT_DIGITS = 8  # tells 0.9999 from 1 and 0.0099999996 from 0.01; a float32 value to its last digit or so
 MESSAGE_SEPARATOR = "; "
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -137,8 +139,8 @@ def typed(header: Sequence[str], cells: Sequence[str]) -> list[Typed]:
     (an MD5 or an API name that looks like a number included)."""
     values: list[Typed] = []
     for name, cell in zip(header, cells):
-        if name not in _NUMBER_COLUMNS or not _NUMBER.match(cell):
-            values.append(None if cell == "N/A" and name in _NUMBER_COLUMNS else cell)
+        if name not in NUMBER_COLUMNS or not _NUMBER.match(cell):
+            values.append(None if cell == "N/A" and name in NUMBER_COLUMNS else cell)
         else:
             values.append(int(cell) if name in _INTEGER_COLUMNS else float(cell))
     return values
@@ -159,20 +161,36 @@ def unmatched_cells(u: Unmatched) -> list[str]:
     ]
 
 
+class RowOp(NamedTuple):
+    """What the HTML page needs of a row besides its cells: the op it belongs to (the CSV names it only inside the
+    API Name, and has no op type) and whether the row is an output."""
+
+    graph: str  # the binding's label: its graph's name, else its model's
+    op_name: str
+    op_type: str
+    execution: int
+    output: bool
+
+
 @dataclass(frozen=True)
 class RenderedRows:
-    """Rows of the table as their CSV text, with each row's colour: one string per unit of rows travels from a
-    worker and waits for its turn in far less memory than a string per cell."""
+    """Rows of the table as their CSV text, with each row's colour and op: one string per unit of rows travels from
+    a worker and waits for its turn in far less memory than a string per cell."""
 
     csv_text: str
     colours: tuple[Colour, ...]
+    ops: tuple[RowOp, ...] = ()
 
     def cells(self) -> Iterator[list[str]]:
         return csv.reader(io.StringIO(self.csv_text, newline=""))
 
     @classmethod
     def joined(cls, parts: Sequence[RenderedRows]) -> RenderedRows:
-        return cls("".join(p.csv_text for p in parts), tuple(c for p in parts for c in p.colours))
+        return cls(
+            "".join(p.csv_text for p in parts),
+            tuple(c for p in parts for c in p.colours),
+            tuple(op for p in parts for op in p.ops),
+        )
 
 
 def render_unmatched(items: Sequence[Unmatched]) -> str:
@@ -185,4 +203,7 @@ def render_unmatched(items: Sequence[Unmatched]) -> str:
 def render_rows(rows: Sequence[Row], mode: Mode) -> RenderedRows:
     text = io.StringIO(newline="")
     csv.writer(text).writerows(row_cells(row, mode) for row in rows)
-    return RenderedRows(text.getvalue(), tuple(row.colour for row in rows))
+    ops = tuple(
+        RowOp(r.pair.graph, r.pair.op_name, r.pair.op_type, r.pair.execution, r.pair.io is IO.OUTPUT) for r in rows
+    )
+    return RenderedRows(text.getvalue(), tuple(row.colour for row in rows), ops)

@@ -232,6 +232,9 @@ def compare(
     highlight: Annotated[
         bool, typer.Option("--highlight", "-hl", help="Also write an .xlsx with red/yellow/green rows.")
     ] = False,
+    no_html: Annotated[
+        bool, typer.Option("--no-html", help="Skip the HTML report (chart, table, graph neighbourhoods).")
+    ] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes.")] = default_compare_jobs(),
     fail_on_diff: Annotated[bool, typer.Option("--fail-on-diff", help="Exit 1 when any row FAILs.")] = False,
     target_run: Annotated[
@@ -280,7 +283,7 @@ def compare(
         golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db, graph=graph,
     )  # fmt: skip
     if cluster:
-        return _compare_on_cluster(options, cluster, output_path, highlight, fail_on_diff)
+        return _compare_on_cluster(options, cluster, output_path, highlight, fail_on_diff, not no_html)
     started = time.monotonic()
     try:
         with (
@@ -292,7 +295,9 @@ def compare(
             def advance(done: float, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            result, inputs = run_compare(options, output_path, highlight=highlight, progress=advance, workers=workers)
+            result, inputs = run_compare(
+                options, output_path, highlight=highlight, progress=advance, workers=workers, html=not no_html
+            )
     except CompareError as exc:
         raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
     except OSError as exc:
@@ -304,7 +309,9 @@ def compare(
         raise typer.Exit(EXIT_FAILURES)
 
 
-def _compare_on_cluster(options, address: str, output_path: Path, highlight: bool, fail_on_diff: bool) -> None:
+def _compare_on_cluster(
+    options, address: str, output_path: Path, highlight: bool, fail_on_diff: bool, html: bool
+) -> None:
     from tcmp.compare.cluster_run import run_cluster_compare
     from tcmp.compare.cluster_summary import cluster_lines
     from tcmp.compare.console import print_summary
@@ -317,7 +324,7 @@ def _compare_on_cluster(options, address: str, output_path: Path, highlight: boo
             def advance(done: float, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            done = run_cluster_compare(options, address, output_path, highlight=highlight, progress=advance)
+            done = run_cluster_compare(options, address, output_path, highlight=highlight, progress=advance, html=html)
     except CompareError as exc:
         raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
     except OSError as exc:

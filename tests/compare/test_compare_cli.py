@@ -75,6 +75,19 @@ def test_fail_on_diff_and_default_output_dir(cli, scenario, tmp_path):
     assert list(tmp_path.glob("tcmp_compare_rank0_*_summary.json"))  # the current directory by default
 
 
+def test_the_html_page_is_written_by_default_and_no_html_skips_it(cli, scenario, tmp_path):
+    result = compare(cli, scenario, "--output_path", str(tmp_path / "default"))
+    assert result.exit_code == 0, result.output
+    (page,) = (tmp_path / "default").glob("tcmp_compare_rank0_*_report.html")
+    assert f"page: {page}" in result.stdout
+    summary = json.loads(next((tmp_path / "default").glob("*_summary.json")).read_text())
+    assert summary["files"]["html"] == str(page)
+    skipped = compare(cli, scenario, "--output_path", str(tmp_path / "skipped"), "--no-html")
+    assert skipped.exit_code == 0, skipped.output
+    assert not list((tmp_path / "skipped").glob("*.html")) and "page:" not in skipped.stdout
+    assert list((tmp_path / "skipped").glob("*_summary.json"))
+
+
 def test_usage_errors_exit_2(cli, scenario):
     assert compare(cli, scenario, "--data-mode", "bogus").exit_code == 2
     assert cli("compare", "--target_path", "x").exit_code == 2

@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 
 import openpyxl
 import pytest
+from e2e_faults import FAULTS
 
 from tcmp.compare import local_pool, metrics
 from tcmp.compare.collect import collect
@@ -32,15 +33,6 @@ from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, FxEra, Scenario, ScenarioConfig, write_scenario
 from tcmp.schemas.synth.stats_csv import CONFIG_NAMES, DEFAULT_SELECTION, AdumpStatsWriter
 from tcmp.schemas.synth.summaries import to_appendix_min_max, to_stats_csv
-
-FAULTS = (
-    Fault("layers.1/MatMul_1", FaultKind.REL_ERROR, tokens=(1,)),
-    Fault("SoftmaxV2_0", FaultKind.NAN),
-    Fault("ConcatV2_big", FaultKind.SHAPE, tokens=(0,)),
-    Fault("layers.1/Add_1_1", FaultKind.INF, tokens=(0,)),
-    Fault("Gelu_0", FaultKind.TRUNCATE, tokens=(0,)),
-    Fault("layers.1/Cast_1", FaultKind.CORRUPT_HEADER, tokens=(1,)),
-)
 
 
 def check_against_manifest(scenario: Scenario, result) -> None:

@@ -74,7 +74,7 @@ def umask(mask: int):
 def test_report_files_get_the_mode_the_umask_gives(scenario, tmp_path, mask, mode):
     with umask(mask):
         _, report = compare(scenario, tmp_path, DataMode.STATISTICS)
-    files = [report.csv, report.unmatched, report.summary, report.xlsx]
+    files = [report.csv, report.unmatched, report.summary, report.xlsx, report.html]
     assert all(f.is_file() for f in files)
     assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: mode for f in files}
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f.name for f in files)  # no temporary left

@@ -50,6 +50,7 @@ def test_the_compare_ran_from_the_index_and_found_the_faults(demo):
     assert first == {0: "layers.1/MatMul_1", 1: "layers.1/MatMul_1"}  # the injected REL_ERROR, both tokens
     report = rank.report
     assert report.csv.is_file() and report.xlsx.is_file() and report.csv.parent == demo.root / "report"
+    assert report.html.is_file() and report.html.name.endswith("_report.html")
 
 
 def test_needs_a_directory_of_its_own(tmp_path):
@@ -64,6 +65,8 @@ def test_cli(cli, tmp_path):
     assert result.exit_code == 0, result.output
     assert "first divergence in tokens 0-1: layers.1/MatMul_1" in result.stdout  # one line for both tokens
     assert "1 recorded as failed" in result.stdout and "kept raw:" in result.stdout
+    (page,) = (tmp_path / "demo" / "report").glob("*_report.html")
+    assert f"page: {page}" in result.stdout  # the demo prints where its HTML report is
     assert "starting `tcmp watch" in result.stderr
     taken = cli("demo", tmp_path / "demo")
     assert taken.exit_code == 2 and "not empty" in taken.stderr  # a directory the demo cannot have: usage
