@@ -38,12 +38,9 @@ from .records import CompareError
 INSTALL_HINT = "--cluster needs Ray: pip install 'tcmp[cluster]'"
 CLUSTER_ENV = "TCMP_CLUSTER"
 INVENTORY_TIMEOUT_S = 300.0  # a node walks the trees at the paths given (a few s for a million files)
-WORKER_CRASH_RETRIES = 2
+WORKER_CRASH_RETRIES = 2  # a unit whose worker process died while its node lives (OOM killer, say)
 # what a task pinned to a node fails with once that node is gone (newer Rays); otherwise the node list decides
-NODE_GONE_ERRORS = (
-    "NodeDiedError",
-    "TaskUnschedulableError",
-)  # a unit whose worker process died while its node lives (OOM killer, say)
+NODE_GONE_ERRORS = ("NodeDiedError", "TaskUnschedulableError")
 
 
 def import_ray():
