@@ -185,6 +185,7 @@ class RayExecutor:
         self.lost: dict[Optional[int], LostRank] = {}
         self.dead: list[str] = []  # node ids
         self.retried = 0  # units given to another node (or worker) after a failure
+        self.ran: dict[str, int] = {}  # units compared, by node id
         self.idle = tuple(p.rank for p in plan.ranks if not self.holders[p.rank])  # held by no node with CPUs
 
     def run(
@@ -235,6 +236,7 @@ class RayExecutor:
                 except ray.exceptions.RayError as exc:
                     self._failed(number, rank, node, exc, crashes)
                     continue
+                self.ran[node] = self.ran.get(node, 0) + 1
                 if rank in self.lost:
                     continue
                 ready[number] = result

@@ -31,6 +31,7 @@ class ClusterCompare:
     nodes: tuple[str, ...]  # that answered the inventory
     nodes_lost: tuple[str, ...] = ()  # that died during the compare
     retried: int = 0  # units run again on another node after their node died
+    units_by_node: tuple[tuple[str, int], ...] = ()  # units each node compared
 
     @property
     def complete(self) -> bool:
@@ -94,4 +95,5 @@ def run_cluster_compare(
         path = write_cluster_summary(Path(output_dir), f"{PREFIX}_{stream.reports.stamp}", summary)
     lost = tuple(executor.names.get(n, n) for n in executor.dead)
     names = tuple(inv.name for inv in inventories)
-    return ClusterCompare(result, tuple(not_compared), summary, path, names, lost, executor.retried)
+    ran = tuple((executor.names.get(n, n), count) for n, count in executor.ran.items())
+    return ClusterCompare(result, tuple(not_compared), summary, path, names, lost, executor.retried, ran)

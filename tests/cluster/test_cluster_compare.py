@@ -133,6 +133,7 @@ def test_shared_storage_reports_equal_a_local_compare(cluster, data, tmp_path):
     same_reports(tmp_path / "local", tmp_path / "cluster", range(4))
     # every node holds every rank: one copy (one fingerprint), any node may run its units
     assert all(len(r["nodes"]) == 3 for r in done.summary["ranks"])
+    assert len(done.units_by_node) >= 2 and sum(n for _, n in done.units_by_node) == 4 * TOKENS  # spread, once each
     assert {r.counts.rows_from_index > 0 for r in done.result.ranks} == {True, False}
 
 
