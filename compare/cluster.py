@@ -100,13 +100,13 @@ def on_node(node_id: str):
     return NodeAffinitySchedulingStrategy(node_id, soft=False)
 
 
-def _node_inventory(options: CompareOptions) -> NodeInventory:
+def _node_inventory(options: CompareOptions, compare_id: str) -> NodeInventory:
     """Runs on a node: its inventory, with the node's identity and its tcmp."""
     import ray
 
     node_id = ray.get_runtime_context().get_node_id()
     address = ray.util.get_node_ip_address()
-    return NodeInventory(node_id, address, tcmp.__version__, code_hash(), take_inventory(options))
+    return NodeInventory(node_id, address, tcmp.__version__, code_hash(), take_inventory(options, compare_id))
 
 
 @functools.cache
@@ -115,11 +115,11 @@ def remote(function, **options):
     return import_ray().remote(max_retries=0, **options)(function)
 
 
-def take_inventories(options: CompareOptions, nodes: Sequence[Node]) -> list[NodeInventory]:
+def take_inventories(options: CompareOptions, nodes: Sequence[Node], compare_id: str) -> list[NodeInventory]:
     """Every node's inventory; a node that dies meanwhile is left out."""
     ray = import_ray()
     task = remote(_node_inventory, num_cpus=0)
-    refs = [task.options(scheduling_strategy=on_node(n.node_id)).remote(options) for n in nodes]
+    refs = [task.options(scheduling_strategy=on_node(n.node_id)).remote(options, compare_id) for n in nodes]
     found = []
     for node, ref in zip(nodes, refs):
         try:
@@ -136,7 +136,8 @@ def rank_bindings(options: CompareOptions, plan: ClusterPlan) -> tuple[Binding, 
     on no disk the driver sees)."""
     ray = import_ray()
     task = remote(bindings_of, num_cpus=0)
-    refs = [task.options(scheduling_strategy=on_node(p.nodes[0])).remote(options, p.rank) for p in plan.ranks]
+    refs = [task.options(scheduling_strategy=on_node(p.nodes[0])).remote(options, plan.compare_id, p.rank)
+            for p in plan.ranks]  # fmt: skip
     try:
         return tuple(b for found in ray.get(refs, timeout=INVENTORY_TIMEOUT_S) for b in found)
     except ray.exceptions.RayTaskError as exc:
@@ -174,7 +175,7 @@ class RayExecutor:
     holder dies is lost: its units are no longer handed out, and `lost` says which nodes it went with."""
 
     def __init__(self, plan: ClusterPlan, nodes: Sequence[Node], options: CompareOptions) -> None:
-        self.options = options
+        self.options, self.compare_id = options, plan.compare_id
         working = {n.node_id for n in nodes if n.cpus > 0}  # a head started with --num-cpus=0 runs no unit
         self.holders: dict[Optional[int], list[str]] = {
             p.rank: [n for n in p.nodes if n in working] for p in plan.ranks
@@ -218,7 +219,8 @@ class RayExecutor:
                 number, rank, node = choice
                 self.pending[rank].pop(0)
                 unit = units[number]
-                ref = task.options(scheduling_strategy=on_node(node)).remote(self.options, unit.rank, unit.number, job)
+                args = (self.options, self.compare_id, unit.rank, unit.number, job)
+                ref = task.options(scheduling_strategy=on_node(node)).remote(*args)
                 in_flight[ref] = (number, node)
                 busy[node] += 1
 

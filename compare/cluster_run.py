@@ -4,6 +4,7 @@ the cluster summary. A rank that could not be finished gets no report files; the
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -52,11 +53,12 @@ def run_cluster_compare(
     (no node can compare, two copies of a rank differ, a node runs another tcmp)."""
     with connected(address):
         nodes = alive_nodes()
-        inventories = take_inventories(options, nodes)
+        compare_id = uuid.uuid4().hex
+        inventories = take_inventories(options, nodes, compare_id)
         if not inventories:
             raise CompareError(f"--cluster {address}: no alive node answered")
         check_versions(inventories, tcmp.__version__, code_hash())
-        plan = plan_cluster(inventories)
+        plan = plan_cluster(inventories, compare_id)
         mode, reason = resolve_mode(options.mode, plan.summary_only_dirs, plan.dirs)
         units = [RemoteUnit(place.rank, k) for place in plan.ranks for k in range(place.units)]
         bindings = rank_bindings(options, plan) if html and output_dir is not None else ()
@@ -88,12 +90,11 @@ def run_cluster_compare(
             stream.abort()
             raise
     placed = {p.rank: [plan.names.get(n, n) for n in p.nodes] for p in plan.ranks}
-    summary = cluster_summary(result, placed, not_compared)
-    summary["nodes_lost"] = [executor.names.get(n, n) for n in executor.dead]
+    lost = tuple(executor.names.get(n, n) for n in executor.dead)
+    summary = cluster_summary(result, placed, not_compared, lost)
     path = None
     if output_dir is not None and stream.reports is not None:
         path = write_cluster_summary(Path(output_dir), f"{PREFIX}_{stream.reports.stamp}", summary)
-    lost = tuple(executor.names.get(n, n) for n in executor.dead)
     names = tuple(inv.name for inv in inventories)
     ran = tuple((executor.names.get(n, n), count) for n, count in executor.ran.items())
     return ClusterCompare(result, tuple(not_compared), summary, path, names, lost, executor.retried, ran)

@@ -62,8 +62,9 @@ def cluster_summary(
     result: CompareResult,
     placed: Mapping[Optional[int], Sequence[str]],
     not_compared: Sequence[NotCompared],
+    nodes_lost: Sequence[str] = (),
 ) -> dict:
-    """`placed`: the nodes that held each rank (names)."""
+    """`placed`: the nodes that held each rank (names); `nodes_lost`: that died during the compare."""
     earliest = earliest_divergence(result.ranks)
     return {
         "complete": not not_compared,
@@ -84,6 +85,7 @@ def cluster_summary(
             for r in result.ranks
         ],
         "not_compared": [{"rank": n.rank, "why": n.why} for n in not_compared],
+        "nodes_lost": list(nodes_lost),
         "earliest_divergence": _earliest(earliest),
     }
 

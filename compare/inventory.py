@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,10 +107,11 @@ def rank_fingerprint(inputs: CompareInputs, rank: Optional[int]) -> str:
     return digest.hexdigest()[:16]
 
 
-def take_inventory(options: CompareOptions) -> Holdings:
-    """This node's view of the compare `options` ask for."""
+def take_inventory(options: CompareOptions, compare_id: str = "") -> Holdings:
+    """This node's view of the compare `options` ask for (kept for the units of compare `compare_id` this process
+    runs)."""
     try:
-        inputs = _collect(options)
+        inputs = _node_plan(options, compare_id) if compare_id else _collect(options)
     except CompareError as exc:
         return Holdings(error=str(exc))
     summary = {}
@@ -155,21 +157,24 @@ class RemoteUnitResult:
 
 
 @functools.lru_cache(maxsize=2)
-def _node_plan(options: CompareOptions) -> CompareInputs:
-    # a worker process compares many units of the same compare: the trees are walked once per process
+def _node_plan(options: CompareOptions, compare_id: str) -> CompareInputs:
+    # a worker process compares many units of one compare: the trees are walked once per process and compare
+    # (Ray keeps a driver's worker processes for its next compare, when the dump may have grown)
     return _collect(options)
 
 
-def bindings_of(options: CompareOptions, rank: Optional[int]) -> tuple:
+def bindings_of(options: CompareOptions, compare_id: str, rank: Optional[int]) -> tuple:
     """The rank's bindings as this node binds them (their graphs for the HTML page)."""
-    return tuple(b for b in _node_plan(options).bindings if b.rank == rank)
+    return tuple(b for b in _node_plan(options, compare_id).bindings if b.rank == rank)
 
 
-def compare_remote_unit(options: CompareOptions, rank: Optional[int], number: int, job) -> RemoteUnitResult:
-    """Unit `number` of `rank` (in compare order), compared on this node."""
+def compare_remote_unit(
+    options: CompareOptions, compare_id: str, rank: Optional[int], number: int, job
+) -> RemoteUnitResult:
+    """Unit `number` of `rank` (in compare order) of compare `compare_id`, compared on this node."""
     from .pairs import compare_unit
 
-    inputs = _node_plan(options)
+    inputs = _node_plan(options, compare_id)
     units, orphans_after = rank_units(inputs, rank)
     if number >= len(units):
         raise CompareError(f"rank {rank}: this node sees {len(units)} units, not unit {number + 1}: dump changed?")
@@ -197,6 +202,7 @@ class ClusterPlan:
     directory_items: tuple[Unmatched, ...]
     uncompared: tuple[str, ...] = ()  # ranks some node holds that no node can compare, said
     names: dict = field(default_factory=dict)  # node id -> name
+    compare_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # the nodes' plans are cached per compare
 
 
 def check_versions(inventories: Sequence[NodeInventory], version: str, code: str) -> None:
@@ -213,7 +219,7 @@ def _rank_key(rank: Optional[int]) -> int:
     return -1 if rank is None else rank
 
 
-def plan_cluster(inventories: Sequence[NodeInventory]) -> ClusterPlan:
+def plan_cluster(inventories: Sequence[NodeInventory], compare_id: str = "") -> ClusterPlan:
     """Which node compares which rank: refuses two different copies of a rank, and a cluster where no node can
     compare anything (with each node's reason)."""
     names = {inv.node_id: inv.name for inv in inventories}
@@ -256,6 +262,7 @@ def plan_cluster(inventories: Sequence[NodeInventory]) -> ClusterPlan:
         directory_items=_union(u for inv in inventories for u in _items_for(inv, holders)),
         uncompared=tuple(uncompared),
         names=names,
+        compare_id=compare_id or uuid.uuid4().hex,
     )
 
 

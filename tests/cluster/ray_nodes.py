@@ -52,6 +52,7 @@ class RayCluster:
     work: Path
     view: Path  # each worker node sees its own directory here
     node_dirs: list[Path]  # worker k's files at `view`
+    head_cpus: int = 1  # 0: the head only schedules (as on many real clusters)
     address: str = ""
     temp_dir: Path = field(default_factory=Path)
     processes: list[subprocess.Popen] = field(default_factory=list)
@@ -60,12 +61,11 @@ class RayCluster:
         port = _free_port()
         self.address = f"127.0.0.1:{port}"
         self.temp_dir = Path(f"/tmp/tcmp-ray-{os.getpid()}")  # short: Ray's socket paths must fit in 107 bytes
-        common = (f"--num-cpus=1 --object-store-memory={OBJECT_STORE} --disable-usage-stats --block "
-                  f"--temp-dir={self.temp_dir}")  # fmt: skip
+        common = f"--object-store-memory={OBJECT_STORE} --disable-usage-stats --block --temp-dir={self.temp_dir}"
         head = f"--head --port={port} --include-dashboard=false --system-config='{HEALTH_CHECK}'"
-        self._start(f"{BIN}/ray start {head} {common}", nodes=1)
+        self._start(f"{BIN}/ray start {head} --num-cpus={self.head_cpus} {common}", nodes=1)
         for k, node_dir in enumerate(self.node_dirs, start=2):
-            self._start(f"{BIN}/ray start --address={self.address} {common}", nodes=k, node_dir=node_dir)
+            self._start(f"{BIN}/ray start --address={self.address} --num-cpus=1 {common}", nodes=k, node_dir=node_dir)
 
     def _start(self, command: str, nodes: int, node_dir: Optional[Path] = None) -> None:
         """Start a node and wait until the cluster counts it (the driver connects once the head is up)."""
