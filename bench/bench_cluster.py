@@ -7,7 +7,7 @@ like tests/cluster), and a head with no CPU for units. In the same run:
 - Ray's fixed cost: starting the head and the two nodes, connecting, and the first round of node tasks (Ray
   starts a worker process per node);
 - the local compare of the whole dump on this machine (`--jobs 2`: the same two CPUs) against the cluster compare
-  of the same ranks where they lie (2 nodes x 1 CPU), and the ratio;
+  of the same ranks where they lie (2 nodes x 1 CPU), and the ratio (medians of `--repeat` runs);
 - the driver's memory during the cluster compare of 4 ranks and of 8 (tracemalloc peak of the Python heap, and
   the growth of the driver's RSS high-water mark): the rows stream into the report files, so what may grow with
   the ranks is each rank's worst rows and divergences, not its rows.
@@ -22,6 +22,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -81,6 +82,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="tcmp-bench-cluster-"))
@@ -102,11 +104,14 @@ def main() -> None:
         print(f"dump: 8 ranks x {args.tokens} tokens, {size / 1e9:.2f} GB; written in {time.perf_counter() - t0:.1f} s")
 
         out = work / "out"
-        start = time.perf_counter()
-        run_compare(CompareOptions(full / TARGET, full / GOLDEN, mode=DataMode.TENSOR, jobs=2), out / "local",
-                    html=False)  # fmt: skip
-        local = time.perf_counter() - start
-        print(f"local compare, 8 ranks, --jobs 2: {local:.2f} s")
+        locals_ = []
+        for k in range(args.repeat):
+            start = time.perf_counter()
+            run_compare(CompareOptions(full / TARGET, full / GOLDEN, mode=DataMode.TENSOR, jobs=2), out / f"local{k}",
+                        html=False)  # fmt: skip
+            locals_.append(time.perf_counter() - start)
+        local = statistics.median(locals_)
+        print(f"local compare, 8 ranks, --jobs 2: {local:.2f} s (median of {args.repeat})")
 
         cluster = RayCluster(work, view, node_dirs, head_cpus=0)
         try:
@@ -121,7 +126,10 @@ def main() -> None:
             opts = {r: CompareOptions(view / f"r{r}" / TARGET, view / f"r{r}" / GOLDEN, mode=DataMode.TENSOR)
                     for r in (4, 8)}  # fmt: skip
             cluster_run(opts[8], cluster.address, out / "warm")  # the nodes' workers import tcmp once
-            runs = {r: cluster_run(opts[r], cluster.address, out / f"cluster{r}") for r in (4, 8)}
+            runs = {}
+            for r in (4, 8):
+                measured = [cluster_run(opts[r], cluster.address, out / f"cluster{r}_{k}") for k in range(args.repeat)]
+                runs[r] = tuple(statistics.median(m[i] for m in measured) for i in range(3))
         finally:
             cluster.stop()
         seconds8, peak8, rss8 = runs[8]
