@@ -171,7 +171,8 @@ class LostRank:
 
 class RayExecutor:
     """Units as Ray tasks, each pinned to a node holding its rank (the least busy of them), at most two per CPU of
-    a node in flight, results handed out in unit order within each rank (ranks interleave). A rank whose last
+    a node in flight, results handed out in unit order within each rank (ranks interleave), a rank's units at
+    most the cluster's capacity ahead of the one it waits for. A rank whose last
     holder dies is lost: its units are no longer handed out, and `lost` says which nodes it went with."""
 
     def __init__(self, plan: ClusterPlan, nodes: Sequence[Node], options: CompareOptions) -> None:
@@ -204,12 +205,16 @@ class RayExecutor:
         in_flight: dict[object, tuple[int, str]] = {}  # ref -> (unit number, node id)
         busy: dict[str, int] = dict.fromkeys(self.capacity, 0)
         crashes: dict[int, int] = {}
+        # how far a rank's units may run ahead of the one it waits for: the driver holds no more results than this
+        window = max(2, sum(self.capacity.values()))
 
         def submit() -> None:
             while True:
                 choice = None
                 for rank, numbers in self.pending.items():
                     if not numbers or rank in self.lost or rank in self.idle:
+                        continue
+                    if numbers[0] - self.next_out[rank] >= window:  # results held for a slow unit before them
                         continue
                     free = [n for n in self.holders[rank] if busy.get(n, 0) < self.capacity.get(n, 0)]
                     if free and (choice is None or numbers[0] < choice[0]):
