@@ -74,7 +74,10 @@ class RayCluster:
 
     def _spawn(self, argv: list[str], nodes: int) -> None:
         log = open(self.work / f"node{len(self.processes)}.log", "w")  # noqa: SIM115
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PATH": f"{BIN}:{os.environ['PATH']}"}
+        # loopback tests need no token; Ray 2.60's local `ray.init()` (`--cluster local`) leaves ~/.ray/auth_token,
+        # which a later `ray start` would require of this driver
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
+               "PATH": f"{BIN}:{os.environ['PATH']}"}  # fmt: skip
         self.processes.append(subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, env=env))
         deadline = time.monotonic() + START_TIMEOUT_S
         while self.alive_nodes() < nodes:  # one at a time: two nodes starting at once time out on two cores
