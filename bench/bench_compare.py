@@ -50,11 +50,11 @@ from typing import Optional
 from baseline import drop_cache, read_plainly
 from lean_floor import lean_floor
 
-from tcmp import usable_cpus
 from tcmp.compare import metrics
 from tcmp.compare.collect import collect
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.schemas import ge_dump
+from tcmp.schemas.host import usable_cpus
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 

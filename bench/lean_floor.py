@@ -30,7 +30,7 @@ from isal import isal_zlib
 from tcmp.compare import _fused
 from tcmp.compare.collect import CompareInputs
 from tcmp.compare.metrics import _FUSED_KINDS
-from tcmp.compare.run import _Plan, _plan_unit, _units
+from tcmp.compare.units import Plan, plan_unit, plan_units
 from tcmp.schemas.dtypes import DataType, decode_payload
 from tcmp.schemas.formats import PLAIN_FORMATS, to_nd
 from tcmp.schemas.layout import FileKind
@@ -179,7 +179,7 @@ def _pass(directories: Sequence[str], pairs: Sequence[tuple], out) -> None:
         )
 
 
-def _plain_pairs(plan: _Plan) -> list[tuple]:
+def _plain_pairs(plan: Plan) -> list[tuple]:
     return [
         (str(p.npu.files[0].path), p.npu.io is IO.INPUT, p.npu.index, str(p.bench.files[0].path),
          p.bench.files[0].kind is FileKind.FX_NPY, p.bench.io is IO.INPUT, p.bench.index, p.api_name)
@@ -195,9 +195,9 @@ def lean_floor(inputs: CompareInputs, out_path: str) -> LeanTimes:
     tokens, count = [], 0
     with open(out_path, "w") as out:
         for binding in inputs.bindings:
-            for unit in _units(binding, inputs)[0]:
-                plan = _plan_unit(unit, keep_rows=False)
-                if not isinstance(plan, _Plan):
+            for unit in plan_units(binding, inputs)[0]:
+                plan = plan_unit(unit, keep_rows=False)
+                if not isinstance(plan, Plan):
                     continue
                 pairs = _plain_pairs(plan)
                 if any(len(p.npu.files) != 1 or len(p.bench.files) != 1 for p in plan.pairs):

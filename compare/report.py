@@ -156,12 +156,22 @@ class ReportSet:
                 os.replace(temp, writer.final[key])
         return {rank: writer.report() for rank, writer in self.writers.items()}
 
+    def discard(self, rank: Optional[int]) -> None:
+        """Drop one rank's files (a rank that could not be finished): its temporary files removed."""
+        writer = self.writers.pop(rank, None)
+        if writer is not None:
+            _abort_writer(writer)
+
     def abort(self) -> None:
         for writer in self.writers.values():
-            with contextlib.suppress(OSError, ValueError):  # already closed, or the disk is the problem
-                writer.close(None)
-            for temp in writer.temp.values():
-                temp.unlink(missing_ok=True)
+            _abort_writer(writer)
+
+
+def _abort_writer(writer: RankWriter) -> None:
+    with contextlib.suppress(OSError, ValueError):  # already closed, or the disk is the problem
+        writer.close(None)
+    for temp in writer.temp.values():
+        temp.unlink(missing_ok=True)
 
 
 def _divergence_json(d: Divergence) -> dict:

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from tcmp import one_blas_thread
 from tcmp.compare.moments import COMPILED, warm
 from tcmp.compare.summary import summarize_file
 from tcmp.schemas.errors import DumpCorrupt, DumpError, DumpIncomplete, GraphParseError, describe
 from tcmp.schemas.ge_names import hashed_stem, read_mapping
 from tcmp.schemas.graph import read_graph
+from tcmp.schemas.host import one_blas_thread
 from tcmp.schemas.index import FileKey, GraphRow, SummaryRow
 from tcmp.schemas.layout import DumpFile, GraphFile, Unrecognized, locate
 

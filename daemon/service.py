@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from tcmp import default_watch_workers
+from tcmp.schemas.host import default_watch_workers
 from tcmp.schemas.index import daemon_state_now, default_index_path
 
 from .convert import WorkerPool

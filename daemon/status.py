@@ -116,7 +116,7 @@ def _ago(ns: int, now_ns: int) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
-def _daemon_line(watch: WatchStatus, now_ns: int) -> str:
+def daemon_line(watch: WatchStatus, now_ns: int) -> str:
     daemon, holder = watch.index.daemon, watch.holder
     if watch.running:
         if daemon is not None and daemon.stopped_ns is None and _is_holder(daemon, holder):
@@ -143,7 +143,7 @@ def status_lines(watch: WatchStatus, now_ns: Optional[int] = None) -> tuple[Stat
     over = "last minute" if window >= RATE_WINDOW_S else f"since the daemon started, {window:.0f} s ago"
     lines = [
         StatusLine("index", str(status.path) + (" (read-only snapshot)" if status.immutable else "")),
-        StatusLine("daemon", _daemon_line(watch, now_ns)),
+        StatusLine("daemon", daemon_line(watch, now_ns)),
         StatusLine(
             "files indexed",
             f"{status.summarized} ({counted(status.tensors, 'tensor')}) and {counted(status.graphs, 'graph file')}",

@@ -20,7 +20,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tcmp import __version__, default_compare_jobs, default_watch_workers, one_blas_thread
+from tcmp import __version__
+from tcmp.schemas.host import default_compare_jobs, default_watch_workers, one_blas_thread
 
 one_blas_thread()  # before numpy loads
 
@@ -111,6 +112,18 @@ def _progress(percent: bool = False):
         console=err,
         transient=True,
         disable=not err.is_terminal,  # a log file gets no bar (and no blank line where it was)
+    )
+
+
+def _cluster_option(what: str):
+    """`--cluster [ADDRESS]`: alone it means `auto` (the cluster this machine belongs to: `main` fills it in);
+    TCMP_CLUSTER is the default."""
+    return typer.Option(
+        "--cluster",
+        envvar="TCMP_CLUSTER",
+        show_envvar=True,
+        help=f"On a running Ray cluster: {what}. ADDRESS: auto (default), ray://host:port, host:port, or local "
+        "(starts a Ray on this machine, for trying it). Needs tcmp[cluster].",
     )
 
 
@@ -250,6 +263,7 @@ def compare(
         float, typer.Option(callback=_positive, help="PASS needs MaxRelativeErr < this (> 0).")
     ] = 0.01,
     stats_rel_err: Annotated[float, typer.Option(min=0.0, help="Statistics PASS: relative errors <= this.")] = 0.01,
+    cluster: Annotated[Optional[str], _cluster_option("compare each rank on the Ray node that holds its files")] = None,
     verbose: Verbose = False,
 ) -> None:
     """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
@@ -268,6 +282,8 @@ def compare(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
         golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db, graph=graph,
     )  # fmt: skip
+    if cluster:
+        return _compare_on_cluster(options, cluster, output_path, highlight, fail_on_diff, not no_html)
     started = time.monotonic()
     try:
         with (
@@ -290,6 +306,39 @@ def compare(
         print_plan(err, inputs, time.monotonic() - started, jobs)
     print_summary(out, result)
     if result.unreadable or (fail_on_diff and result.failed):
+        raise typer.Exit(EXIT_FAILURES)
+
+
+def _compare_on_cluster(
+    options, address: str, output_path: Path, highlight: bool, fail_on_diff: bool, html: bool
+) -> None:
+    from tcmp.compare.cluster_run import run_cluster_compare
+    from tcmp.compare.cluster_summary import cluster_lines
+    from tcmp.compare.console import print_summary
+    from tcmp.compare.records import CompareError
+
+    try:
+        with _progress(percent=True) as progress:
+            task = progress.add_task("comparing on the cluster", total=None)
+
+            def advance(done: float, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            done = run_cluster_compare(options, address, output_path, highlight=highlight, progress=advance, html=html)
+    except CompareError as exc:
+        raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
+    except OSError as exc:
+        raise _fail(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")) from None
+    print_summary(out, done.result)
+    for line in cluster_lines(done.summary):
+        out.print(escape(line), highlight=False)
+    if done.summary_path is not None:
+        out.print(f"cluster summary: {escape(str(done.summary_path))}", highlight=False)
+    if not done.complete:
+        ranks = ", ".join(str(n.rank) for n in done.not_compared if n.rank is not None)
+        raise _fail(f"cluster compare incomplete: {len(done.not_compared)} not compared"
+                    + (f" (ranks {ranks}: no report written for them)" if ranks else ""))  # fmt: skip
+    if done.result.unreadable or (fail_on_diff and done.result.failed):
         raise typer.Exit(EXIT_FAILURES)
 
 
@@ -423,11 +472,24 @@ def status(
         Optional[Path], typer.Argument(help="A watched root (or a directory inside one); default: the cwd.")
     ] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help="The index file to report on.")] = None,
+    cluster: Annotated[Optional[str], _cluster_option("every node's state, as one table")] = None,
     verbose: Verbose = False,
 ) -> None:
     """Files indexed, pending and failed, bytes read and freed, rate, and whether the daemon runs."""
     from tcmp.daemon.status import locate_index, status_lines, watch_status
     from tcmp.schemas.index import IndexUnusable
+
+    if cluster:
+        from tcmp.compare.records import CompareError
+        from tcmp.daemon.cluster_status import cluster_status, table
+
+        try:
+            rows = cluster_status(cluster, directory, db)
+        except CompareError as exc:
+            raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
+        for line in table(rows):
+            out.print(escape(line), highlight=False)
+        return
 
     try:
         lines = status_lines(watch_status(locate_index(directory, db)))
@@ -438,12 +500,23 @@ def status(
         out.print(f"{line.label:<{width}}  {line.value}")
 
 
+def with_cluster_address(args: list[str]) -> list[str]:
+    """`--cluster` without an address (last, or before another option) is `--cluster auto`: click has no option
+    whose value may be left out."""
+    found = list(args)
+    for k, arg in enumerate(found):
+        if arg == "--cluster" and (k + 1 == len(found) or found[k + 1].startswith("-")):
+            found.insert(k + 1, "auto")
+            break
+    return found
+
+
 def main() -> None:
     """The `tcmp` command. Whatever no command foresaw (a bug, an error a library raises) also ends in one line and
     exit code 3, not in a traceback and exit code 1, which `--fail-on-diff` gives to FAILing rows; `--verbose`
     shows the traceback."""
     try:
-        app()
+        app(args=with_cluster_address(sys.argv[1:]))
     except Exception as exc:
         if _verbose():
             raise

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-import tcmp
-from tcmp.cpus import cpu_quota, usable_cpus
+from tcmp.schemas import host
+from tcmp.schemas.host import cpu_quota, usable_cpus
 
 
 def _cgroup_v2(base, own_path: str, cpu_max: str):
@@ -61,5 +61,5 @@ def test_usable_cpus_are_the_affinity_mask_capped_by_the_quota(tmp_path, monkeyp
 
 @pytest.mark.parametrize(("cpus", "jobs", "workers"), [(1, 1, 1), (2, 2, 2), (4, 4, 4), (48, 8, 4)])
 def test_defaults_follow_the_usable_cpus(monkeypatch, cpus, jobs, workers):
-    monkeypatch.setattr(tcmp, "usable_cpus", lambda: cpus)
-    assert tcmp.default_compare_jobs() == jobs and tcmp.default_watch_workers() == workers
+    monkeypatch.setattr(host, "usable_cpus", lambda: cpus)
+    assert host.default_compare_jobs() == jobs and host.default_watch_workers() == workers

@@ -18,7 +18,7 @@ import openpyxl
 import pytest
 from e2e_faults import FAULTS
 
-from tcmp.compare import metrics, run
+from tcmp.compare import local_pool, metrics
 from tcmp.compare.collect import collect
 from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
@@ -227,8 +227,8 @@ def test_a_token_is_split_over_the_processes_when_tokens_are_fewer(one_token, go
     """One token (the usual one-step dump) with 3 processes: the main process plans it and compares its pairs in
     3 parts of whole ops, 2 of them in the workers. The reports are byte for byte those of one process."""
     parts = []
-    split = run._split
-    monkeypatch.setattr(run, "_split", lambda pairs, n: parts.append(split(pairs, n)) or parts[-1])
+    split = local_pool.split
+    monkeypatch.setattr(local_pool, "split", lambda pairs, n: parts.append(split(pairs, n)) or parts[-1])
     golden_path = getattr(one_token, golden)
     one, many = (
         run_compare(CompareOptions(one_token.target, golden_path, jobs=jobs), tmp_path / str(jobs), highlight=True,
@@ -272,20 +272,20 @@ def test_a_split_token_missing_in_the_golden_is_listed_as_out_of_scope(one_token
 def test_tokens_are_split_only_where_that_ends_sooner(tokens, processes, split):
     """With planning 35 % of a token's time: one token on 2 processes takes 0.35 + 0.65 / 2 = 0.675 of a token's
     time split, 1 whole; 2 tokens on 8 take 2 x (0.35 + 0.65 / 8) = 0.86 split, 1 whole; 3 on 8 take 1.29 split."""
-    assert run._split_tokens(tokens, processes) is split
+    assert local_pool.split_tokens(tokens, processes) is split
 
 
 def test_cli_starts_its_workers_while_it_runs_no_thread(multi_rank, cli, tmp_path, monkeypatch):
     """The CLI starts the compare's workers before its progress display runs a thread, so they can be forked (quick
     to start, sharing the main process's module pages) without copying a lock some other thread holds."""
     seen = []
-    start_workers = run._start_workers
+    start_workers = local_pool.start_workers
 
     def spy(count):
         seen.append((count, set(threading.enumerate())))
         return start_workers(count)
 
-    monkeypatch.setattr(run, "_start_workers", spy)
+    monkeypatch.setattr(local_pool, "start_workers", spy)
     before = set(threading.enumerate())  # threads other tests left behind may end meanwhile, none may start
     result = cli("compare", "-tp", multi_rank.target, "-gp", multi_rank.golden_fx, "-o", tmp_path, "--jobs", "3")
     assert result.exit_code == 0, result.output
@@ -297,7 +297,7 @@ def test_forked_workers_never_walk_the_objects_they_inherit_and_the_main_process
     holding a Python object; the main process unfreezes once its workers run. (Spawned workers, where a thread
     runs, inherit nothing.)"""
     forked = threading.active_count() == 1
-    with run.compare_workers(2) as workers:
+    with local_pool.compare_workers(2) as workers:
         assert workers is not None and gc.get_freeze_count() == 0
         frozen_in_worker = workers.pool.submit(gc.get_freeze_count).result()
     assert (frozen_in_worker > 0) == forked

@@ -7,7 +7,7 @@ import queue
 
 import pytest
 
-from tcmp.compare import progress, run
+from tcmp.compare import local_pool, progress, units
 from tcmp.compare.collect import collect
 from tcmp.compare.metrics import Mode
 from tcmp.compare.run import CompareOptions, run_compare
@@ -60,10 +60,10 @@ def test_outside_a_pool_a_unit_has_no_worker_report():
 
 def test_a_unit_compared_in_a_worker_reports_through_the_pools_queue(two_tokens):
     inputs = collect(two_tokens.target, two_tokens.golden_fx)
-    unit = run._units(inputs.bindings[0], inputs)[0][0]
-    with run.compare_workers(2) as workers:
+    unit = units.plan_units(inputs.bindings[0], inputs)[0][0]
+    with local_pool.compare_workers(2) as workers:
         assert workers is not None
-        result = workers.pool.submit(run._compare_unit_in_worker, 7, unit, Mode.TENSOR, Thresholds(), False)
+        result = workers.pool.submit(local_pool.compare_unit_in_worker, 7, unit, Mode.TENSOR, Thresholds(), False)
         assert result.result(timeout=120).counts.rows > 0
         number, part, share = workers.progress.get(timeout=10)  # a unit's first report always goes out
     assert (number, part) == (7, 0) and 0 < share <= 1

@@ -66,11 +66,11 @@ def test_one_db_for_several_roots(cli, tmp_path, root):
 
 def test_default_workers_are_the_cores_but_at_most_four(monkeypatch):
     """A 192-core NPU host must not get 192 summarizing processes of ~150 MB each (past the unit's MemoryMax)."""
-    from tcmp import default_watch_workers
     from tcmp.daemon.service import WatchConfig
+    from tcmp.schemas.host import default_watch_workers
 
     for cores, expected in ((1, 1), (2, 2), (4, 4), (192, 4)):
-        monkeypatch.setattr("tcmp.usable_cpus", lambda cores=cores: cores)
+        monkeypatch.setattr("tcmp.schemas.host.usable_cpus", lambda cores=cores: cores)
         assert default_watch_workers() == expected
         assert WatchConfig(roots=()).workers == expected
 

@@ -1,4 +1,5 @@
-"""How many CPUs this process may use. NPU hosts bind processes to NUMA nodes (numactl, taskset) and run tools in
+"""The host a process runs on: how many CPUs it may use, and how tcmp sizes its process pools by them. Below
+compare and daemon, which both size pools. NPU hosts bind processes to NUMA nodes (numactl, taskset) and run tools in
 containers with a CPU quota (`docker --cpus`), where `os.cpu_count()` still reports the host's 192 cores: sizing
 process pools by it would start more processes than there are CPUs to run them."""
 
@@ -62,3 +63,31 @@ def _cgroup_dirs(cgroup_root: Path, proc_cgroup: Path) -> list[tuple[Path, bool]
             own += [(cgroup_root / mount / relative, False) for mount in (controllers, "cpu", "cpu,cpuacct")]
     roots = [(cgroup_root, True)] + [(cgroup_root / mount, False) for mount in ("cpu", "cpu,cpuacct")]
     return list(dict.fromkeys(own + roots))
+
+
+def one_blas_thread() -> None:
+    """tcmp parallelizes with processes; BLAS threads on top only spin against them (a 32K-element dot ran 10x
+    slower on busy cores, measured). Takes effect in processes started afterwards, and in this one when numpy is
+    not loaded yet; a value the user set is kept."""
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
+
+
+# Summarizing is bound by memory bandwidth and the CRC, ~4-7 GB/s per worker: four outrun any disk a dump is
+# written to. One per core would start 192 processes on a 192-core NPU host, ~40 MB each, to compete with the
+# inference the dump comes from.
+MAX_DEFAULT_WATCH_WORKERS = 4
+
+
+def default_watch_workers() -> int:
+    return min(MAX_DEFAULT_WATCH_WORKERS, usable_cpus())
+
+
+# A compare works token by token (per rank and graph): a few to a few dozen units. Its workers are all forked at
+# the start, before the dump is collected and the units are counted, so the default stops short of a big host's
+# core count; --jobs takes any number.
+MAX_DEFAULT_COMPARE_JOBS = 8
+
+
+def default_compare_jobs() -> int:
+    return min(MAX_DEFAULT_COMPARE_JOBS, usable_cpus())
