@@ -72,7 +72,7 @@ class RayCluster:
         argv = in_namespace(node_dir, self.view, command) if node_dir is not None else ["sh", "-c", f"exec {command}"]
         self._spawn(argv, nodes)
 
-    def _spawn(self, argv: list[str], nodes: int) -> None:
+    def _spawn(self, argv: list[str], nodes: int, known: frozenset = frozenset()) -> None:
         log = open(self.work / f"node{len(self.processes)}.log", "w")  # noqa: SIM115
         # loopback tests need no token; Ray 2.60's local `ray.init()` (`--cluster local`) leaves ~/.ray/auth_token,
         # which a later `ray start` would require of this driver
@@ -80,7 +80,11 @@ class RayCluster:
                "PATH": f"{BIN}:{os.environ['PATH']}"}  # fmt: skip
         self.processes.append(subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, env=env))
         deadline = time.monotonic() + START_TIMEOUT_S
-        while self.alive_nodes() < nodes:  # one at a time: two nodes starting at once time out on two cores
+
+        def started() -> bool:  # one at a time: two nodes starting at once time out on two cores
+            return bool(self.alive_ids() - known) if known else self.alive_nodes() >= nodes
+
+        while not started():
             if time.monotonic() > deadline or self.processes[-1].poll() is not None:
                 raise RuntimeError(f"Ray node did not start: {Path(log.name).read_text()}")
             time.sleep(0.5)
@@ -90,7 +94,12 @@ class RayCluster:
         command = (f"{BIN}/ray start --address={self.address} --num-cpus=1 --object-store-memory={OBJECT_STORE} "
                    f"--disable-usage-stats --block --temp-dir={self.temp_dir}")  # fmt: skip
         argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", f"{mounts}exec {command}"]
-        self._spawn(argv, self.alive_nodes() + 1)
+        # the new node's id, not a count: a node killed by a test before may still be counted alive for a moment
+        known = self.alive_ids()
+        self._spawn(argv, len(known) + 1, known)
+
+    def alive_ids(self) -> frozenset:
+        return frozenset(n["NodeID"] for n in ray.nodes() if n["Alive"]) if self.alive_nodes() else frozenset()
 
     def alive_nodes(self) -> int:
         if not ray.is_initialized():
@@ -138,6 +147,24 @@ class RayCluster:
         """`function(*args)` run on worker node k (in its mount namespace), as a Ray task; its result."""
         task = ray.remote(num_cpus=0, max_retries=0)(function)
         return ray.get(task.options(scheduling_strategy=_on(self.worker_node_id(k))).remote(*args), timeout=300)
+
+
+def kill_node(raylet: int) -> None:
+    """A node dying: SIGKILL to its raylet and to the worker processes it started. The raylet alone is not enough
+    to lose the units in flight there: its workers run on and hand a small result straight back to the driver,
+    so whether the driver saw the node die at all came down to timing (a unit submitted there after the kill)."""
+    workers = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == raylet:  # the field after the command: the parent's pid
+                workers.append(int(entry))
+    for pid in (raylet, *workers):
+        with _suppress():
+            os.kill(pid, signal.SIGKILL)
 
 
 def leftover_pids(temp_dir: Path) -> list[int]:

@@ -13,13 +13,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from ray_nodes import RayCluster, compare_here, leftover_pids, watch
+from ray_nodes import RayCluster, compare_here, kill_node, leftover_pids, watch
 
 import tcmp
 from tcmp.compare.cluster_run import run_cluster_compare
@@ -205,7 +204,7 @@ def test_a_node_killed_mid_compare_loses_only_its_own_ranks_on_node_local_storag
     def kill_at_first_result(done: float, total: int) -> None:
         if done >= 1 and not killed:
             killed.append(total - done)  # units not finished yet
-            os.kill(raylet, signal.SIGKILL)
+            kill_node(raylet)
 
     done = run_cluster_compare(options(view / "split"), cluster.address, tmp_path / "cluster",
                                progress=kill_at_first_result)  # fmt: skip
@@ -230,7 +229,7 @@ def test_a_node_killed_mid_compare_is_survived_on_shared_storage(cluster, data, 
     def kill_at_first_result(done: float, total: int) -> None:
         if done >= 1 and not killed:
             killed.append(total - done)  # units not finished yet
-            os.kill(raylet, signal.SIGKILL)
+            kill_node(raylet)
 
     done = run_cluster_compare(options(shared), cluster.address, tmp_path / "cluster", progress=kill_at_first_result)
     assert done.complete and len(done.nodes_lost) == 1 and done.retried > 0
