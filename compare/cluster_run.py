@@ -13,6 +13,7 @@ import tcmp
 
 from .accumulate import ResultStream
 from .cluster import RayExecutor, RemoteUnit, alive_nodes, connected, rank_bindings, take_inventories
+from .cluster_page import cluster_page_html, write_cluster_page
 from .cluster_summary import NotCompared, cluster_summary, write_cluster_summary
 from .executor import UnitJob
 from .inventory import check_versions, code_hash, plan_cluster
@@ -33,6 +34,7 @@ class ClusterCompare:
     nodes_lost: tuple[str, ...] = ()  # that died during the compare
     retried: int = 0  # units run again on another node after their node died
     units_by_node: tuple[tuple[str, int], ...] = ()  # units each node compared
+    page_path: Optional[Path] = None  # the cluster's HTML page (cluster_page.py), unless html was off
 
     @property
     def complete(self) -> bool:
@@ -92,9 +94,12 @@ def run_cluster_compare(
     placed = {p.rank: [plan.names.get(n, n) for n in p.nodes] for p in plan.ranks}
     lost = tuple(executor.names.get(n, n) for n in executor.dead)
     summary = cluster_summary(result, placed, not_compared, lost)
-    path = None
+    path = page = None
     if output_dir is not None and stream.reports is not None:
         path = write_cluster_summary(Path(output_dir), f"{PREFIX}_{stream.reports.stamp}", summary)
+        if html:
+            text = cluster_page_html(result, placed, not_compared, lost, Path(output_dir))
+            page = write_cluster_page(Path(output_dir), path, text)
     names = tuple(inv.name for inv in inventories)
     ran = tuple((executor.names.get(n, n), count) for n, count in executor.ran.items())
-    return ClusterCompare(result, tuple(not_compared), summary, path, names, lost, executor.retried, ran)
+    return ClusterCompare(result, tuple(not_compared), summary, path, names, lost, executor.retried, ran, page)

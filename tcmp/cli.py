@@ -334,6 +334,8 @@ def _compare_on_cluster(
         out.print(escape(line), highlight=False)
     if done.summary_path is not None:
         out.print(f"cluster summary: {escape(str(done.summary_path))}", highlight=False)
+    if done.page_path is not None:
+        out.print(f"cluster page: {escape(str(done.page_path))}", highlight=False)
     if not done.complete:
         ranks = ", ".join(str(n.rank) for n in done.not_compared if n.rank is not None)
         raise _fail(f"cluster compare incomplete: {len(done.not_compared)} not compared"

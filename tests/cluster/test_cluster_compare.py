@@ -160,6 +160,16 @@ def test_the_cluster_summary_names_the_rank_that_diverged_first(cluster, data, t
                       3: [(1, "MatMul_0")]}  # fmt: skip
     written = json.loads(done.summary_path.read_text())
     assert written["earliest_divergence"] == earliest and done.summary_path.name.endswith("_cluster_summary.json")
+    # the cluster's page: the same story, readable offline (no script), linking each rank's own page
+    page = done.page_path.read_text()
+    assert done.page_path.name.endswith("_cluster_report.html") and "<script" not in page
+    assert re.search(r'id="earliest">.*rank 2, token 0, op <code>MatMul_0</code>.*on ranks 2\.</p>', page)
+    cells = {int(rank): re.findall(r'<td class="(\w+)"', row)
+             for rank, row in re.findall(r"<tr><th>rank (\d)</th>(.*?)</tr>", page)}  # fmt: skip
+    assert cells == {0: ["none"] * TOKENS, 1: ["other"] * TOKENS, 2: ["first"] * TOKENS,
+                     3: ["none", "first"] + ["none"] * (TOKENS - 2)}  # fmt: skip
+    links = re.findall(r'<a href="([^"]+)">page</a>', page)
+    assert len(links) == 4 and all((tmp_path / link).is_file() and link.endswith("_report.html") for link in links)
 
 
 def test_cli_compare_and_status_on_the_cluster(cluster, data, tmp_path):
