@@ -20,6 +20,7 @@ from .outcome import CompareResult, Divergence, RankResult
 
 _STYLE = """
 table.map td { min-width: 2.2em; text-align: center; }
+table.map caption { white-space: nowrap; text-align: left; }
 td.first { background: #d62728; color: #fff; font-weight: bold; }
 td.other { background: #ffbf00; }
 td.none { background: #2ca02c33; }
