@@ -115,13 +115,17 @@ def remote(function, **options):
     return import_ray().remote(max_retries=0, **options)(function)
 
 
+def on_each_node(function, nodes: Sequence[Node], *args) -> list[tuple[Node, object]]:
+    """`function(*args)` started on every node of `nodes` at once (no CPU taken): each node with its result's ref."""
+    task = remote(function, num_cpus=0)
+    return [(n, task.options(scheduling_strategy=on_node(n.node_id)).remote(*args)) for n in nodes]
+
+
 def take_inventories(options: CompareOptions, nodes: Sequence[Node], compare_id: str) -> list[NodeInventory]:
     """Every node's inventory; a node that dies meanwhile is left out."""
     ray = import_ray()
-    task = remote(_node_inventory, num_cpus=0)
-    refs = [task.options(scheduling_strategy=on_node(n.node_id)).remote(options, compare_id) for n in nodes]
     found = []
-    for node, ref in zip(nodes, refs):
+    for node, ref in on_each_node(_node_inventory, nodes, options, compare_id):
         try:
             found.append(ray.get(ref, timeout=INVENTORY_TIMEOUT_S))
         except ray.exceptions.RayTaskError as exc:

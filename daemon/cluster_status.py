@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from tcmp.compare.cluster import alive_nodes, connected, import_ray, on_node, remote
+from tcmp.compare.cluster import alive_nodes, connected, import_ray, on_each_node
 from tcmp.schemas.index import IndexUnusable
 
 from .retention import format_size
@@ -56,11 +56,8 @@ def node_watch(directory: Optional[Path], db: Optional[Path]) -> NodeWatch:
 def cluster_status(address: str, directory: Optional[Path], db: Optional[Path]) -> list[NodeWatch]:
     with connected(address):
         ray = import_ray()
-        task = remote(node_watch, num_cpus=0)
-        nodes = alive_nodes()
-        refs = [task.options(scheduling_strategy=on_node(n.node_id)).remote(directory, db) for n in nodes]
         found = []
-        for node, ref in zip(nodes, refs):
+        for node, ref in on_each_node(node_watch, alive_nodes(), directory, db):
             try:
                 found.append(ray.get(ref, timeout=STATUS_TIMEOUT_S))
             except ray.exceptions.RayError as exc:
