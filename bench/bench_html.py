@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tcmp import usable_cpus
 from tcmp.compare import page_assets
 from tcmp.compare.run import CompareOptions, run_compare
+from tcmp.schemas.host import usable_cpus
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 
