@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from .inventory import (
     bindings_of,
     code_hash,
     compare_remote_unit,
+    node_name,
     take_inventory,
 )
 from .outcome import CompareOptions
@@ -36,7 +36,6 @@ from .progress import REPORT_INTERVAL_S, ProgressTracker
 from .records import CompareError
 
 INSTALL_HINT = "--cluster needs Ray: pip install 'tcmp[cluster]'"
-CLUSTER_ENV = "TCMP_CLUSTER"
 INVENTORY_TIMEOUT_S = 300.0  # a node walks the trees at the paths given (a few s for a million files)
 WORKER_CRASH_RETRIES = 2  # a unit whose worker process died while its node lives (OOM killer, say)
 # what a task pinned to a node fails with once that node is gone (newer Rays); otherwise the node list decides
@@ -59,7 +58,7 @@ class Node:
 
     @property
     def name(self) -> str:
-        return f"{self.address} (node {self.node_id[:8]})"
+        return node_name(self.address, self.node_id)
 
 
 @contextmanager
@@ -282,10 +281,3 @@ class RayExecutor:
         if rank not in self.lost:
             bisect.insort(self.pending[rank], number)
             self.retried += 1
-
-
-def default_address(given: Optional[str]) -> Optional[str]:
-    """`--cluster` as given, else TCMP_CLUSTER (empty: none)."""
-    if given:
-        return given
-    return os.environ.get(CLUSTER_ENV) or None

@@ -52,6 +52,11 @@ class Holdings:
     error: str = ""
 
 
+def node_name(address: str, node_id: str) -> str:
+    """How a Ray node is named to the user: its address and its id's first digits (one machine may run several)."""
+    return f"{address} (node {node_id[:8]})"
+
+
 @dataclass(frozen=True)
 class NodeInventory:
     node_id: str
@@ -62,7 +67,7 @@ class NodeInventory:
 
     @property
     def name(self) -> str:
-        return f"{self.address} (node {self.node_id[:8]})"
+        return node_name(self.address, self.node_id)
 
 
 @functools.lru_cache(maxsize=1)
@@ -111,7 +116,7 @@ def take_inventory(options: CompareOptions, compare_id: str = "") -> Holdings:
     """This node's view of the compare `options` ask for (kept for the units of compare `compare_id` this process
     runs)."""
     try:
-        inputs = _node_plan(options, compare_id) if compare_id else _collect(options)
+        inputs = _node_plan(options, compare_id).inputs if compare_id else _collect(options)
     except CompareError as exc:
         return Holdings(error=str(exc))
     summary = {}
@@ -156,16 +161,29 @@ class RemoteUnitResult:
     after: UnmatchedBatch
 
 
+@dataclass
+class _NodePlan:
+    """A compare's trees as this node sees them, and each rank's units planned from them once."""
+
+    inputs: CompareInputs
+    ranks: dict = field(default_factory=dict)  # rank -> rank_units(inputs, rank)
+
+    def rank(self, rank: Optional[int]) -> tuple[list[Unit], dict[int, tuple]]:
+        if rank not in self.ranks:  # once per rank, not once per unit (a decode run's rank has hundreds of tokens)
+            self.ranks[rank] = rank_units(self.inputs, rank)
+        return self.ranks[rank]
+
+
 @functools.lru_cache(maxsize=2)
-def _node_plan(options: CompareOptions, compare_id: str) -> CompareInputs:
+def _node_plan(options: CompareOptions, compare_id: str) -> _NodePlan:
     # a worker process compares many units of one compare: the trees are walked once per process and compare
     # (Ray keeps a driver's worker processes for its next compare, when the dump may have grown)
-    return _collect(options)
+    return _NodePlan(_collect(options))
 
 
 def bindings_of(options: CompareOptions, compare_id: str, rank: Optional[int]) -> tuple:
     """The rank's bindings as this node binds them (their graphs for the HTML page)."""
-    return tuple(b for b in _node_plan(options, compare_id).bindings if b.rank == rank)
+    return tuple(b for b in _node_plan(options, compare_id).inputs.bindings if b.rank == rank)
 
 
 def compare_remote_unit(
@@ -174,12 +192,12 @@ def compare_remote_unit(
     """Unit `number` of `rank` (in compare order) of compare `compare_id`, compared on this node."""
     from .pairs import compare_unit
 
-    inputs = _node_plan(options, compare_id)
-    units, orphans_after = rank_units(inputs, rank)
+    plan = _node_plan(options, compare_id)
+    units, orphans_after = plan.rank(rank)
     if number >= len(units):
         raise CompareError(f"rank {rank}: this node sees {len(units)} units, not unit {number + 1}: dump changed?")
     result = compare_unit(units[number], job.mode, job.thresholds, job.keep_rows)
-    return RemoteUnitResult(result, orphans_batch(orphans_after.get(number, ()), inputs, job.keep_rows))
+    return RemoteUnitResult(result, orphans_batch(orphans_after.get(number, ()), plan.inputs, job.keep_rows))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from tcmp.compare.cluster import alive_nodes, connected, import_ray, on_each_node
+from tcmp.compare.inventory import node_name
 from tcmp.schemas.index import IndexUnusable
 
 from .retention import format_size
@@ -43,7 +44,7 @@ def node_watch(directory: Optional[Path], db: Optional[Path]) -> NodeWatch:
     """Runs on a node: its index's state (the one of `directory` or `db`, found as `tcmp status` finds it)."""
     import ray
 
-    name = f"{ray.util.get_node_ip_address()} (node {ray.get_runtime_context().get_node_id()[:8]})"
+    name = node_name(ray.util.get_node_ip_address(), ray.get_runtime_context().get_node_id())
     try:
         watch = watch_status(locate_index(directory, db))
     except (IndexUnusable, OSError) as exc:
