@@ -21,11 +21,11 @@ from typing import Optional
 
 import tcmp
 
-from .collect import CompareInputs, GoldenKind, collect
+from .collect import CompareInputs, GoldenKind
 from .outcome import CompareOptions, UnmatchedBatch
 from .records import CompareError, Role, Unmatched
-from .run import directory_items, orphans_batch, summary_only_dirs
-from .units import Unit, UnitResult, plan_units
+from .run import collect_inputs, directory_items, orphans_batch, summary_only_dirs
+from .units import Unit, UnitResult, plan_bindings
 
 
 @dataclass(frozen=True)
@@ -88,13 +88,6 @@ def _subpackages():
     return compare, daemon, schemas
 
 
-def _collect(options: CompareOptions) -> CompareInputs:
-    return collect(
-        options.target, options.golden, rank=options.rank, target_run=options.target_run,
-        golden_run=options.golden_run, fx_token_base=options.fx_token_base, db=options.db, graph=options.graph,
-    )  # fmt: skip
-
-
 def rank_fingerprint(inputs: CompareInputs, rank: Optional[int]) -> str:
     """Names (relative to the roots), sizes and stored summaries of the rank's files, and how they are bound."""
     digest = hashlib.sha256()
@@ -116,7 +109,7 @@ def take_inventory(options: CompareOptions, compare_id: str = "") -> Holdings:
     """This node's view of the compare `options` ask for (kept for the units of compare `compare_id` this process
     runs)."""
     try:
-        inputs = _node_plan(options, compare_id).inputs if compare_id else _collect(options)
+        inputs = _node_plan(options, compare_id).inputs if compare_id else collect_inputs(options)
     except CompareError as exc:
         return Holdings(error=str(exc))
     summary = {}
@@ -141,16 +134,8 @@ def take_inventory(options: CompareOptions, compare_id: str = "") -> Holdings:
 
 
 def rank_units(inputs: CompareInputs, rank: Optional[int]) -> tuple[list[Unit], dict[int, tuple]]:
-    """The rank's units in compare order, and the golden directories of tokens the target lacks, by the number of
-    the unit after which a local compare lists them."""
-    units: list[Unit] = []
-    orphans_after: dict[int, tuple] = {}
-    for binding in (b for b in inputs.bindings if b.rank == rank):
-        binding_units, orphans = plan_units(binding, inputs)
-        units += binding_units
-        if binding_units:
-            orphans_after[len(units) - 1] = tuple(orphans)
-    return units, orphans_after
+    """The rank's units in compare order, and where a local compare lists its golden tokens the target lacks."""
+    return plan_bindings(tuple(b for b in inputs.bindings if b.rank == rank), inputs)
 
 
 @dataclass(frozen=True)
@@ -178,7 +163,7 @@ class _NodePlan:
 def _node_plan(options: CompareOptions, compare_id: str) -> _NodePlan:
     # a worker process compares many units of one compare: the trees are walked once per process and compare
     # (Ray keeps a driver's worker processes for its next compare, when the dump may have grown)
-    return _NodePlan(_collect(options))
+    return _NodePlan(collect_inputs(options))
 
 
 def bindings_of(options: CompareOptions, compare_id: str, rank: Optional[int]) -> tuple:

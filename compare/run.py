@@ -26,7 +26,7 @@ from .outcome import (
 )
 from .progress import ProgressCallback, ProgressTracker
 from .records import Role, Unmatched
-from .units import Unit, out_of_scope, plan_units
+from .units import Unit, out_of_scope, plan_bindings
 
 __all__ = [
     "CompareOptions",
@@ -101,15 +101,9 @@ def _run(
     workers: Optional[Workers],
     html: bool = True,
 ) -> tuple[CompareResult, CompareInputs]:
-    inputs = collect(
-        options.target, options.golden, rank=options.rank, target_run=options.target_run,
-        golden_run=options.golden_run, fx_token_base=options.fx_token_base, db=options.db, graph=options.graph,
-    )  # fmt: skip
+    inputs = collect_inputs(options)
     mode, reason = resolve_mode(options.mode, *summary_only_dirs(inputs))
-    planned = [plan_units(binding, inputs) for binding in inputs.bindings]
-    units = [unit for binding_units, _ in planned for unit in binding_units]
-    # a binding's golden tokens missing in the target are listed after its last unit
-    orphans_after = {id(binding_units[-1]): orphans for binding_units, orphans in planned if binding_units}
+    units, orphans_after = plan_bindings(inputs.bindings, inputs)
     stream = ResultStream(inputs.ranks, output_dir, mode, highlight, keep_rows, html, inputs.bindings)
     try:
         add_directory_items(stream, directory_items(inputs), keep_rows)
@@ -118,7 +112,7 @@ def _run(
         for number, result in executor.run(units, UnitJob(mode, options.thresholds, keep_rows), tracker):
             unit = units[number]
             stream.add_unit(unit.rank, result)
-            stream.add_unmatched(unit.rank, orphans_batch(orphans_after.get(id(unit), ()), inputs, keep_rows))
+            stream.add_unmatched(unit.rank, orphans_batch(orphans_after.get(number, ()), inputs, keep_rows))
             del result  # written out: not kept alive while the next unit is compared
         notes = inputs.notes + compiled_loop_note(mode)
         ranks = stream.rank_results()
@@ -128,6 +122,14 @@ def _run(
         stream.abort()
         raise
     return result, inputs
+
+
+def collect_inputs(options: CompareOptions) -> CompareInputs:
+    """Both dumps as `options` select them (collect.py), wherever the compare runs."""
+    return collect(
+        options.target, options.golden, rank=options.rank, target_run=options.target_run,
+        golden_run=options.golden_run, fx_token_base=options.fx_token_base, db=options.db, graph=options.graph,
+    )  # fmt: skip
 
 
 def directory_items(inputs: CompareInputs) -> tuple[Unmatched, ...]:

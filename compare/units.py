@@ -120,6 +120,19 @@ def plan_units(binding: Binding, inputs: CompareInputs) -> tuple[list[Unit], lis
     return units, orphans
 
 
+def plan_bindings(bindings: Sequence[Binding], inputs: CompareInputs) -> tuple[list[Unit], dict[int, tuple]]:
+    """The bindings' units in compare order, and each binding's golden directories of tokens the target lacks, by
+    the number of the unit after which the compare lists them (the binding's last)."""
+    units: list[Unit] = []
+    orphans_after: dict[int, tuple] = {}
+    for binding in bindings:
+        binding_units, orphans = plan_units(binding, inputs)
+        units += binding_units
+        if binding_units:
+            orphans_after[len(units) - 1] = tuple(orphans)
+    return units, orphans_after
+
+
 @dataclass(frozen=True)
 class Plan:
     """A token ready to compare: its pairs in execution order, the GE headers read on the way, and what has no
