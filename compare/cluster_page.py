@@ -11,7 +11,7 @@ from html import escape
 from pathlib import Path
 from typing import Optional
 
-from tcmp.schemas.files import create_temporary
+from tcmp.schemas.files import write_atomically
 
 from . import page_assets
 from .cluster_summary import Earliest, NotCompared, earliest_divergence
@@ -136,8 +136,5 @@ def write_cluster_page(directory: Path, summary_path: Path, html_text: str) -> P
     """Beside the cluster summary (`…_cluster_summary.json` → `…_cluster_report.html`), under a temporary name
     first."""
     final = directory / summary_path.name.replace("_cluster_summary.json", "_cluster_report.html")
-    handle, temp = create_temporary(directory, ".tcmp-", ".part")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(html_text)
-    os.replace(temp, final)
+    write_atomically(final, html_text)
     return final

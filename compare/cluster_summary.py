@@ -6,13 +6,12 @@ collective-communication bug that is the rank to look at first."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from tcmp.schemas.files import create_temporary
+from tcmp.schemas.files import write_atomically
 
 from .outcome import CompareResult, Divergence, RankResult
 
@@ -104,10 +103,7 @@ def write_cluster_summary(directory: Path, stem: str, summary: dict) -> Path:
     while final.exists():
         n += 1
         final = directory / f"{stem}_{n}_cluster_summary.json"
-    handle, temp = create_temporary(directory, ".tcmp-", ".part")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        json.dump(summary, out, indent=2, ensure_ascii=False)
-    os.replace(temp, final)
+    write_atomically(final, json.dumps(summary, indent=2, ensure_ascii=False))
     return final
 
 

@@ -22,3 +22,16 @@ def create_temporary(directory: Path, prefix: str, suffix: str) -> tuple[int, Pa
         except FileExistsError:
             continue
     raise FileExistsError(f"no unused temporary name in {directory} after {_ATTEMPTS} attempts")
+
+
+def write_atomically(final: Path, text: str, prefix: str = ".tcmp-") -> None:
+    """`text` as the file `final`, written under a temporary name beside it and renamed into place: a reader never
+    sees it half written, and a failed write leaves nothing behind."""
+    handle, temporary = create_temporary(final.parent, prefix, ".part")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, final)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

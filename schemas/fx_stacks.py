@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .errors import DumpError
-from .files import create_temporary
+from .files import write_atomically
 
 FORMAT = "tcmp-fx-stacks"
 VERSION = 1
@@ -124,13 +124,6 @@ def write_stack_file(directory: Union[str, Path], pid: int, graphs: Sequence[FxS
         "pid": pid,
         "graphs": [{"number": g.number, "nodes": [list(node) for node in g.nodes]} for g in graphs],
     }
-    fd, temporary = create_temporary(directory, ".tcmp_fx_stacks_", ".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=1)
-        final = directory / stack_file_name(pid)
-        os.replace(temporary, final)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    final = directory / stack_file_name(pid)
+    write_atomically(final, json.dumps(data, indent=1), ".tcmp_fx_stacks_")
     return final

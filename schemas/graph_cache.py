@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from .files import create_temporary
+from .files import write_atomically
 from .graph import Graph, GraphOp, read_graph
 from .layout import INDEX_DIR
 
@@ -61,10 +61,7 @@ def _write_cached(path: Path, key: str, graph: Graph) -> None:
     for directory in _directories(path):
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            handle, temp = create_temporary(directory, ".graph-", ".part")  # readable as the umask allows
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(temp, directory / f"{key}.json")
+            write_atomically(directory / f"{key}.json", text, ".graph-")  # readable as the umask allows
             return
         except OSError:
             continue  # read-only dump directory: try the user's cache
