@@ -107,12 +107,18 @@ def write_cluster_summary(directory: Path, stem: str, summary: dict) -> Path:
     return final
 
 
-def cluster_lines(summary: dict) -> list[str]:
-    """The console's cluster view: a line per rank, the not-compared ranks, the earliest divergence."""
+def cluster_lines(result: CompareResult, summary: dict) -> list[str]:
+    """The console's cluster view: a line per rank (tokens with the same first divergence on one line's part, as
+    the local console groups them), the not-compared ranks, the earliest divergence."""
+    from .console import group_divergences, token_ranges  # console builds on this package's records
+
     lines = ["cluster: rank  rows  PASS  FAIL  unmatched  first divergence per token"]
-    for r in summary["ranks"]:
-        firsts = ", ".join(f"token {d['token']}: {d['op'] or d['note']}" for d in r["first_divergence"]) or "none"
-        lines.append(f"  rank {r['rank']}  {r['rows']}  {r['pass']}  {r['fail']}  {r['unmatched']}  {firsts}")
+    for r in result.ranks:
+        c = r.counts
+        firsts = "; ".join(f"tokens {token_ranges(g.tokens)}: {g.first.op_name or g.first.note}"
+                           for g in group_divergences(r.divergences)) or "none"  # fmt: skip
+        unmatched = c.unmatched_target + c.unmatched_golden
+        lines.append(f"  rank {r.rank}  {c.rows}  {c.passed}  {c.failed}  {unmatched}  {firsts}")
     for n in summary["not_compared"]:
         lines.append(f"  rank {n['rank']} NOT COMPARED: {n['why']}")
     e = summary["earliest_divergence"]

@@ -330,7 +330,7 @@ def _compare_on_cluster(
     except OSError as exc:
         raise _fail(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")) from None
     print_summary(out, done.result)
-    for line in cluster_lines(done.summary):
+    for line in cluster_lines(done.result, done.summary):
         out.print(escape(line), highlight=False)
     if done.summary_path is not None:
         out.print(f"cluster summary: {escape(str(done.summary_path))}", highlight=False)

@@ -180,6 +180,11 @@ def test_cli_compare_and_status_on_the_cluster(cluster, data, tmp_path):
                            "--cluster"], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "earliest divergence: rank 2, token 0, op MatMul_0" in done.stdout
+    # a rank's tokens with one first divergence on one line, not a part per token (hundreds on a decode run)
+    rank_lines = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("  rank ")}
+    assert rank_lines["2"].endswith(f"tokens 0-{TOKENS - 1}: MatMul_0")
+    assert rank_lines["3"].endswith("tokens 1: MatMul_0")
+    assert rank_lines["0"].endswith("none")
     assert len(list(tmp_path.glob("*_cluster_summary.json"))) == 1
     status = subprocess.run([*tcmp_cli, "status", str(shared), "--cluster", cluster.address], capture_output=True,
                             text=True, timeout=120)  # fmt: skip
