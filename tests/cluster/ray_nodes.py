@@ -41,10 +41,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def namespaced(mounts: str, command: str) -> list[str]:
+    """`command` (a shell line) run in a mount namespace of its own, after the shell commands `mounts`."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", f"{mounts}exec {command}"]
+
+
 def in_namespace(node_dir: Path, view: Path, command: str) -> list[str]:
-    """`command` (a shell line) run where `view` shows `node_dir`: in a mount namespace of its own."""
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c",
-            f"mount --bind {node_dir} {view} && exec {command}"]  # fmt: skip
+    """`command` run where `view` shows `node_dir`."""
+    return namespaced(f"mount --bind {node_dir} {view} && ", command)
 
 
 @dataclass
@@ -61,11 +65,17 @@ class RayCluster:
         port = _free_port()
         self.address = f"127.0.0.1:{port}"
         self.temp_dir = Path(f"/tmp/tcmp-ray-{os.getpid()}")  # short: Ray's socket paths must fit in 107 bytes
-        common = f"--object-store-memory={OBJECT_STORE} --disable-usage-stats --block --temp-dir={self.temp_dir}"
         head = f"--head --port={port} --include-dashboard=false --system-config='{HEALTH_CHECK}'"
-        self._start(f"{BIN}/ray start {head} --num-cpus={self.head_cpus} {common}", nodes=1)
+        self._start(self._ray_start(f"{head} --num-cpus={self.head_cpus}"), nodes=1)
         for k, node_dir in enumerate(self.node_dirs, start=2):
-            self._start(f"{BIN}/ray start --address={self.address} --num-cpus=1 {common}", nodes=k, node_dir=node_dir)
+            self._start(self._worker_command(), nodes=k, node_dir=node_dir)
+
+    def _ray_start(self, node: str) -> str:
+        return (f"{BIN}/ray start {node} --object-store-memory={OBJECT_STORE} --disable-usage-stats --block "
+                f"--temp-dir={self.temp_dir}")  # fmt: skip
+
+    def _worker_command(self) -> str:
+        return self._ray_start(f"--address={self.address} --num-cpus=1")
 
     def _start(self, command: str, nodes: int, node_dir: Optional[Path] = None) -> None:
         """Start a node and wait until the cluster counts it (the driver connects once the head is up)."""
@@ -91,9 +101,7 @@ class RayCluster:
 
     def start_worker(self, mounts: str) -> None:
         """One more worker node, in a mount namespace of its own after the shell commands `mounts`."""
-        command = (f"{BIN}/ray start --address={self.address} --num-cpus=1 --object-store-memory={OBJECT_STORE} "
-                   f"--disable-usage-stats --block --temp-dir={self.temp_dir}")  # fmt: skip
-        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", f"{mounts}exec {command}"]
+        argv = namespaced(mounts, self._worker_command())
         # the new node's id, not a count: a node killed by a test before may still be counted alive for a moment
         known = self.alive_ids()
         self._spawn(argv, len(known) + 1, known)
