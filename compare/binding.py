@@ -193,6 +193,12 @@ class Binder:
                 best, best_score = graph, score
         return best if best_score > 0 else None
 
+    def binds_dumped_ops(self, binding: Binding) -> bool:
+        """Does the binding's graph name any of the ops its target directories dump?"""
+        if binding.graph is None:
+            return False
+        return _content_score(binding.graph, self.names(self.target_source, binding.target_dirs).ops) > 0
+
     def golden_groups(self, rank: Optional[int], run: Optional[str]) -> dict[str, list[DumpDir]]:
         side = Side.FX if self.kind is GoldenKind.FX else Side.GE
         dirs = [d for d in self.golden.dirs if d.side is side and d.rank == rank]
