@@ -9,7 +9,8 @@ Bindings go by names where the names allow it (`graph_{N}` model directories to 
 fusion-off model directories by their name) and by content otherwise (the FX node keys a graph's `_fx_tensor_name`s
 name, the op names a dump holds) — never by position, which is how the peer paired graph 2 with graph 10. A tree
 holding two runs (several GE `{time}` directories for one rank and model, several FX directories of one graph) is
-refused with the runs listed, instead of comparing a blend.
+refused with the runs listed, instead of comparing a blend; a path holding two dumps (two `msprobe_ge_dump` trees,
+a GE and an FX dump) is refused with each one's root.
 """
 
 from __future__ import annotations
