@@ -473,18 +473,22 @@ _ROOT_DEPTH = {Side.GE: 5, Side.FX: 2}
 
 
 def _root_of(d: DumpDir, top: Path) -> Optional[Path]:
-    """The root of the dump a directory belongs to: above its place directories and its rank directory (and an FX
-    `data_dump/`), never above `top`, the path given; None when the directory's path is not a dump's."""
+    """The root of the dump a directory belongs to: above its place directories and its rank directory, wherever
+    that lies (`msprobe_ge_dump/worldsize…/` or `worldsize…/msprobe_ge_dump/`: the ranks of one dump), and above an
+    FX `data_dump/`; never above `top`, the path given. None when the directory's path is not a dump's."""
     if d.side is Side.GE and d.model is None:
         return None  # GE files outside {time}/{device}/{model}/{model_id}/{step}: listed where they are read
     parts = d.path.parts
     depth = _ROOT_DEPTH[d.side]
-    if len(parts) <= depth:
+    if parts[: len(top.parts)] != top.parts or len(parts) - depth <= len(top.parts):
         return top
-    root = Path(*parts[:-depth])
-    if _RANK_DIR.match(root.name) or (d.side is Side.FX and root.name == "data_dump"):
-        root = root.parent
-    return root if root == top or top in root.parents else top
+    below_top = parts[len(top.parts) : -depth]
+    ranked = next((k for k, part in enumerate(below_top) if _RANK_DIR.match(part)), None)
+    if ranked is not None:
+        return Path(*top.parts, *below_top[:ranked])
+    if d.side is Side.FX and below_top[-1] == "data_dump":
+        below_top = below_top[:-1]
+    return Path(*top.parts, *below_top)
 
 
 def dump_roots(tree: DumpOutline) -> tuple[DumpTreeRoot, ...]:

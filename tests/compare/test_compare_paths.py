@@ -170,3 +170,55 @@ def test_a_damaged_index_holding_the_only_record_exits_3(cli, tmp_path):
     assert result.exit_code == 3, result.output
     line = one_line(result)
     assert "no GE dump files under the target path" in line and "unusable" in line
+
+
+GE_FILE = "Add.Add_0.1.2.1764400000000037"
+FX_FILE = "add-aten.add.Tensor.OUTPUT.0.1764400000000037.npy"
+
+
+def _touch(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+
+
+@pytest.mark.parametrize(
+    ("files", "roots"),
+    [
+        # ranks below the root, as torchair >= 2025-08 writes them, and above it: one dump either way
+        (
+            [f"msprobe_ge_dump/worldsize2_global_rank{r}/20250101120000/{r}/graph_1_0/1/0/{GE_FILE}" for r in (0, 1)],
+            [("msprobe_ge_dump", "ge")],
+        ),
+        (
+            [f"worldsize2_rank{r}/msprobe_ge_dump/20250101120000/{r}/graph_1_0/1/0/{GE_FILE}" for r in (0, 1)],
+            [(".", "ge")],
+        ),
+        # two {time} directories of one root: two runs of one dump (refused elsewhere, with --target-run)
+        (
+            [f"msprobe_ge_dump/{t}/0/graph_1_0/1/0/{GE_FILE}" for t in ("20250101120000", "20250101130000")],
+            [("msprobe_ge_dump", "ge")],
+        ),
+        (
+            [
+                "ge/msprobe_ge_dump/20250101120000/0/graph_1_0/1/0/" + GE_FILE,
+                "ge_fusion_off/msprobe_ge_dump/20250101120000/0/graph_1_0/1/0/" + GE_FILE,
+            ],
+            [("ge/msprobe_ge_dump", "ge"), ("ge_fusion_off/msprobe_ge_dump", "ge")],
+        ),
+        # the FX eras: ranked, data_dump/{step}/gm_*, gm_*/{step}
+        ([f"fx/worldsize1_global_rank0/graph_1/{k}/{FX_FILE}" for k in (0, 1)], [("fx", "fx")]),
+        ([f"fx/data_dump/{k}/gm_1764400000_dump/{FX_FILE}" for k in (1, 2)], [("fx", "fx")]),
+        ([f"fx/gm_1764400000_dump/{k}/{FX_FILE}" for k in (1, 2)], [("fx", "fx")]),
+        (
+            ["ge/msprobe_ge_dump/20250101120000/0/graph_1_0/1/0/" + GE_FILE, f"fx/gm_1764400000_dump/1/{FX_FILE}"],
+            [("fx", "fx"), ("ge/msprobe_ge_dump", "ge")],
+        ),
+    ],
+)
+def test_the_dumps_a_tree_holds_are_told_by_their_roots(tmp_path, files, roots):
+    from tcmp.schemas.layout import dump_roots, outline
+
+    for name in files:
+        _touch(tmp_path / name)
+    found = [(str(r.path.relative_to(tmp_path)), r.side.value) for r in dump_roots(outline(tmp_path))]
+    assert found == roots
