@@ -172,9 +172,12 @@ class Binder:
             return None
         if len(graphs) > 1:
             graphs.sort(key=lambda g: _content_score(g, dumped), reverse=True)
+            names = [g.path.name for g in graphs]
+            if len(set(names)) < len(names):  # copies in two directories: their names alone would read alike
+                names = [str(g.path) for g in graphs]
             self.notes.append(
-                f"{len(graphs)} graph files for one graph ({', '.join(str(g.path.name) for g in graphs)}); "
-                f"used {graphs[0].path.name}, which names most of the dumped ops"
+                f"{len(graphs)} graph files for one graph ({', '.join(names)}); "
+                f"used {names[0]}, which names most of the dumped ops"
             )
         return graphs[0]
 

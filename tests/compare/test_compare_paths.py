@@ -222,3 +222,15 @@ def test_the_dumps_a_tree_holds_are_told_by_their_roots(tmp_path, files, roots):
         _touch(tmp_path / name)
     found = [(str(r.path.relative_to(tmp_path)), r.side.value) for r in dump_roots(outline(tmp_path))]
     assert found == roots
+
+
+def test_two_copies_of_a_graph_file_in_one_dump_are_told_apart_by_their_paths(cli, tmp_path):
+    s = write_scenario(tmp_path / "s", ScenarioConfig(model=ModelConfig(layers=1), tokens=1))
+    (graph,) = s.target.glob("dynamo_original_graph_*.txt")
+    copy = s.target / "copy" / graph.name
+    copy.parent.mkdir()
+    shutil.copy(graph, copy)
+    result = compare(cli, s.target, s.golden_fx, tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert "2 graph files for one graph" in said and str(graph) in said and str(copy) in said
