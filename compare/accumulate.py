@@ -8,9 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
+from tcmp.schemas.layout import in_rank_directory
+
 from .collect import Binding
 from .metrics import Mode
-from .outcome import CompareResult, Counts, Divergence, RankResult, UnmatchedBatch
+from .outcome import UNREADABLE_KEPT, CompareResult, Counts, Divergence, RankResult, UnmatchedBatch
 from .ranking import worst as worst_rows
 from .records import Row, Unmatched
 from .units import UnitResult
@@ -27,12 +29,14 @@ class RankAccumulator:
         self.target_ops = self.ops_in_rows = 0
         self.rows: list[Row] = []
         self.unmatched: list[Unmatched] = []
+        self.unreadable: list[Unmatched] = []
 
     def add_unmatched(self, batch: UnmatchedBatch) -> None:
         self.counts = self.counts.plus(batch.counts)
         if self.writer is not None:
             self.writer.add_unmatched(batch.csv_text)
         self.unmatched.extend(batch.items)
+        self.unreadable.extend(batch.unreadable[: UNREADABLE_KEPT - len(self.unreadable)])
 
     def add_unit(self, result: UnitResult) -> None:
         self.counts = self.counts.plus(result.counts)
@@ -57,6 +61,7 @@ class RankAccumulator:
             ops_in_rows=self.ops_in_rows,
             rows=tuple(self.rows),
             unmatched=tuple(self.unmatched),
+            unreadable=tuple(self.unreadable),
         )
 
 
@@ -78,7 +83,13 @@ class ResultStream:
         from .report import ReportSet  # report builds on run's records
 
         self.ranks, self.keep_rows = ranks, keep_rows
-        self.reports = ReportSet(output_dir, mode, highlight, html, bindings) if output_dir is not None else None
+        # `_rank{R}` names a rank its dump names; one rank of a dump without rank directories (its device) none
+        rank_in_names = (
+            len(ranks) > 1 or not bindings or any(in_rank_directory(d.path) for b in bindings for d in b.target_dirs)
+        )
+        self.reports = (
+            ReportSet(output_dir, mode, highlight, html, bindings, rank_in_names) if output_dir is not None else None
+        )
         self.accumulators: dict[Optional[int], RankAccumulator] = {}
         try:
             for rank in ranks:

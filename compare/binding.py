@@ -172,9 +172,12 @@ class Binder:
             return None
         if len(graphs) > 1:
             graphs.sort(key=lambda g: _content_score(g, dumped), reverse=True)
+            names = [g.path.name for g in graphs]
+            if len(set(names)) < len(names):  # copies in two directories: their names alone would read alike
+                names = [str(g.path) for g in graphs]
             self.notes.append(
-                f"{len(graphs)} graph files for one graph ({', '.join(str(g.path.name) for g in graphs)}); "
-                f"used {graphs[0].path.name}, which names most of the dumped ops"
+                f"{len(graphs)} graph files for one graph ({', '.join(names)}); "
+                f"used {names[0]}, which names most of the dumped ops"
             )
         return graphs[0]
 
@@ -192,6 +195,12 @@ class Binder:
             if score > best_score:
                 best, best_score = graph, score
         return best if best_score > 0 else None
+
+    def binds_dumped_ops(self, binding: Binding) -> bool:
+        """Does the binding's graph name any of the ops its target directories dump?"""
+        if binding.graph is None:
+            return False
+        return _content_score(binding.graph, self.names(self.target_source, binding.target_dirs).ops) > 0
 
     def golden_groups(self, rank: Optional[int], run: Optional[str]) -> dict[str, list[DumpDir]]:
         side = Side.FX if self.kind is GoldenKind.FX else Side.GE

@@ -9,7 +9,8 @@ Bindings go by names where the names allow it (`graph_{N}` model directories to 
 fusion-off model directories by their name) and by content otherwise (the FX node keys a graph's `_fx_tensor_name`s
 name, the op names a dump holds) — never by position, which is how the peer paired graph 2 with graph 10. A tree
 holding two runs (several GE `{time}` directories for one rank and model, several FX directories of one graph) is
-refused with the runs listed, instead of comparing a blend.
+refused with the runs listed, instead of comparing a blend; a path holding two dumps (two `msprobe_ge_dump` trees,
+a GE and an FX dump) is refused with each one's root.
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from typing import Optional
 
 from tcmp.schemas.graph import GraphKind
 from tcmp.schemas.index import find_index, open_index
-from tcmp.schemas.layout import DumpDir, DumpOutline, GraphFile, dump_names, graph_files_in, outline
+from tcmp.schemas.layout import (
+    DumpDir,
+    DumpOutline,
+    GraphFile,
+    dump_names,
+    dump_roots,
+    graph_files_by_content,
+    graph_files_in,
+    holds_ge_graph_text,
+    outline,
+)
 from tcmp.schemas.records import Side
 
 from . import guidance
@@ -148,6 +159,10 @@ def collect(
     golden_tree, golden_index = _with_index(outline(golden, fx_token_base=fx_token_base), db, notes)
     target_source = DumpSource(target_tree.root, None, target_index)
     golden_source = DumpSource(golden_tree.root, fx_token_base, golden_index)
+    for tree, role in ((target_tree, "target"), (golden_tree, "golden")):
+        roots = dump_roots(tree)
+        if len(roots) > 1:  # two dumps compared as one would pair each op with whichever came first
+            raise CompareError(guidance.several_dumps(role, tree.root, roots), usage=True)
     target_ge = [d for d in target_tree.dirs if d.side is Side.GE]
     kind = _golden_kind(target_tree, golden_tree, notes)
     graphs, searched = _graph_files(target_tree, graph, notes)
@@ -181,14 +196,14 @@ def collect(
         dirs = single_run([d for d in target_ge if d.rank == t_rank], "target", target_run)
         groups = binder.golden_groups(g_rank, golden_run)
         for model, model_dirs in sorted(by_model(dirs).items()):
-            graph = binder.graph_for(t_rank, model, model_dirs) if originals else None
+            model_graph = binder.graph_for(t_rank, model, model_dirs) if originals else None
             if kind is GoldenKind.FX:
-                label = binder.bind_fx(graph, groups, model)
+                label = binder.bind_fx(model_graph, groups, model)
             else:
                 label = binder.bind_ge(model, model_dirs, groups)
             golden_dirs = tuple(groups.get(label, ())) if label is not None else ()
             bound.update((d.path, d.side) for d in (*model_dirs, *golden_dirs))
-            if graph is None and kind is GoldenKind.FX:
+            if model_graph is None and kind is GoldenKind.FX:
                 reason = f"no graph file for model {model} of rank {t_rank}"
             elif label is None:
                 reason = f"no golden {'FX graph directory' if kind is GoldenKind.FX else 'model'} for model {model}"
@@ -196,7 +211,9 @@ def collect(
                 reason = ""
             if reason:
                 binder.notes.append(reason)
-            bindings.append(Binding(t_rank, model, graph, tuple(model_dirs), golden_dirs, label or ""))
+            bindings.append(Binding(t_rank, model, model_graph, tuple(model_dirs), golden_dirs, label or ""))
+    if graph is not None and originals and not any(binder.binds_dumped_ops(b) for b in bindings):
+        raise CompareError(guidance.graph_binds_nothing(graph, originals, bindings), usage=True)
     swapped = binder.swap_warning(bindings) if kind is GoldenKind.GE else ""
     if swapped:
         binder.notes.insert(0, swapped)
@@ -231,12 +248,14 @@ def _golden_kind(target: DumpOutline, golden: DumpOutline, notes: Sequence[str])
     golden_ge = _any_name_parses([d for d in golden.dirs if d.side is Side.GE])
     # what may explain a tree without dump files: `tcmp watch` deleted them and its index cannot be read
     why = "".join(f"; {note}" for note in notes)
+    # a tree whose only record is an index that cannot be read is not a mistake in the command line: runtime (3)
+    usage = not notes
     if not _any_name_parses(target_ge):
         holds_fx = _any_name_parses([d for d in target.dirs if d.side is Side.FX])
         instead = guidance.not_a_ge_target(holds_fx, golden_ge)
         raise CompareError(
             f"no GE dump files under the target path {target.root}{_unreadable_root(target)}{_unparsed(target_ge)}"
-            + (f": {instead}" if instead else "") + why, usage=True,
+            + (f": {instead}" if instead else "") + why, usage=usage,
         )  # fmt: skip
     if golden_ge:
         return GoldenKind.GE
@@ -244,7 +263,7 @@ def _golden_kind(target: DumpOutline, golden: DumpOutline, notes: Sequence[str])
         return GoldenKind.FX
     raise CompareError(
         f"no FX .npy files and no GE dump files under the golden path {golden.root}{_unreadable_root(golden)}"
-        f"{_unparsed(golden.dirs)}{why}", usage=True,
+        f"{_unparsed(golden.dirs)}{why}", usage=usage,
     )  # fmt: skip
 
 
@@ -259,19 +278,41 @@ def _ranks(ranks: Iterable[int]) -> str:
 
 
 def _graph_files(target: DumpOutline, given: Optional[Path], notes: list[str]) -> tuple[tuple[GraphFile, ...], list]:
-    """The graph text files to bind, and the places searched (for a message when there are none)."""
+    """The graph text files to bind, and the places searched (for a message when there are none). Where no file has
+    one of torchair's names, a `.txt` holding a GE graph (`--graph`'s directory, the dump root) is taken, said."""
     if given is not None:
         if not given.exists():
             raise CompareError(f"--graph {given}: no such file or directory", usage=True)
-        return graph_files_in(given), [(f"--graph {given}", given, False)]
-    if target.graphs:
-        return target.graphs, []
+        if given.is_file():
+            unreadable = guidance.unreadable_graph_dump(given, holds_ge_graph_text(given))
+            if unreadable:
+                raise CompareError(unreadable, usage=True)
+            return graph_files_in(given), [(f"--graph {given}", given, False)]
+        return _with_graphs_by_content(graph_files_in(given), (given,), notes), [(f"--graph {given}", given, False)]
+    places = (target.root, *(r.path for r in dump_roots(target) if r.side is Side.GE and r.path != target.root))
+    found = _with_graphs_by_content(target.graphs, places, notes)
+    if found:
+        return found, []
     cwd = Path.cwd()
     searched = [(f"the target path {target.root}", target.root, False), (f"the working directory {cwd}", cwd, True)]
     found = graph_files_in(cwd, top_level_only=True) if not _inside_or_is(cwd, target.root) else ()
     if found:
         notes.append(f"graph files from the working directory {cwd}, where torchair writes them by default")
     return found, searched
+
+
+def _with_graphs_by_content(
+    graphs: tuple[GraphFile, ...], places: Sequence[Path], notes: list[str]
+) -> tuple[GraphFile, ...]:
+    """`graphs`, and when none is an original graph, the `.txt` files in `places` holding a GE graph (noted)."""
+    if any(g.name.kind is GraphKind.ORIGINAL for g in graphs):
+        return graphs
+    sniffed = tuple(g for place in places for g in graph_files_by_content(place))
+    for g in sniffed:
+        if g.name.kind is GraphKind.ORIGINAL:
+            notes.append(f"graph file {g.path} taken as torchair's original graph: its name is none of torchair's "
+                         "forms, its content a GE graph")  # fmt: skip
+    return graphs + sniffed
 
 
 def _inside_or_is(path: Path, root: Path) -> bool:

@@ -148,6 +148,24 @@ def _divergences(console: Console, rank: RankResult) -> None:
         say(console, f"  ... {rest} more first divergence{'s' if rest > 1 else ''} (every token in the summary JSON)")
 
 
+def _unreadable(console: Console, rank: RankResult) -> None:
+    """What could not be read (why the compare exits 1): the first items with their reason, and where the rest are."""
+    c = rank.counts
+    for item in rank.unreadable:
+        reason = item.reason if item.reason.startswith("unreadable") else f"unreadable: {item.reason}"
+        say(console, f"  [yellow]{item.role.value} {escape(item.path or item.op_name)}[/]: {escape(reason)}")
+    rest = c.unmatched_unreadable - len(rank.unreadable)
+    report = rank.report
+    where = f" in {escape(str(report.unmatched))}" if report is not None else " in the unmatched report"
+    if rest > 0:
+        say(console, f"  ... {rest} more unreadable item{'s' if rest > 1 else ''}{where} (kind `unreadable`)")
+    elif rank.unreadable and report is not None:
+        say(console, f"  (listed{where}, kind `unreadable`)")
+    if c.rows_unreadable:
+        rows = f"{c.rows_unreadable} row{'s' if c.rows_unreadable > 1 else ''}"
+        say(console, f"  {rows} not compared for a file that could not be read: why in their Err_message")
+
+
 def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
     c = rank.counts
     title = "" if rank.rank is None else f"rank {rank.rank}: "
@@ -161,6 +179,7 @@ def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
     )
     if c.rows_from_index:
         say(console, f"  rows from raw data: {c.rows_from_raw}, from the tcmp index: {c.rows_from_index}")
+    _unreadable(console, rank)
     _divergences(console, rank)
     if rank.worst:
         _worst(console, rank.worst[:WORST_SHOWN], mode, c.nan_inf_one_side)

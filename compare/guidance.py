@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Optional
 
 from tcmp.schemas.graph import GraphKind
-from tcmp.schemas.layout import GE_ROOT_NAMES, GraphFile, graph_files_in, other_graph_dumps
+from tcmp.schemas.layout import GE_ROOT_NAMES, DumpTreeRoot, GraphFile, graph_files_in, other_graph_dumps
+from tcmp.schemas.records import Side
 
 from .fusion import UB_FUSION_SUFFIX, NameSplitter
 
@@ -40,6 +41,37 @@ def no_graph(searched: Sequence[tuple[str, Path, bool]]) -> str:
     return message
 
 
+def unreadable_graph_dump(path: Path, holds_ge_graph: bool) -> str:
+    """Why a file given with --graph is a graph dump tcmp does not read ("" when it reads it): torchair's
+    graph_dump types "py" (Python code) and "pbtxt" (TensorFlow nodes for TensorBoard, unless the file holds the
+    text format of a GE graph after all)."""
+    if path.suffix == ".py":
+        what = 'of type "py" (Python code that rebuilds the graph)'
+    elif path.suffix == ".pbtxt" and not holds_ge_graph:
+        what = 'of type "pbtxt" (TensorFlow nodes for TensorBoard, without the GE output descs)'
+    else:
+        return ""
+    return (
+        f'--graph {path} is a torchair graph dump {what}, which tcmp does not read: it reads the type "txt" dump, '
+        f"dynamo_original_graph_*.txt; {GRAPH_HOWTO}"
+    )
+
+
+def graph_binds_nothing(given: Path, graphs: Sequence[GraphFile], bindings: Sequence) -> str:
+    """A --graph whose graph files name none of the dumped ops: the files, and the models they were tried on."""
+    if len(graphs) == 1 and graphs[0].path == given:
+        files = "it"
+    else:
+        names = ", ".join(g.path.name for g in graphs[:3]) + (f" and {len(graphs) - 3} more" if len(graphs) > 3 else "")
+        files = f"its graph file{'s' if len(graphs) > 1 else ''} {names}"
+    tried = [f"model {b.model}" + ("" if b.rank is None else f" of rank {b.rank}") for b in bindings]
+    models = ", ".join(tried[:5]) + (f" and {len(tried) - 5} more" if len(tried) > 5 else "")
+    return (
+        f"--graph {given}: {files} name{'s' if len(graphs) == 1 else ''} none of the dumped ops (tried on {models}): "
+        "not the graph of this run; give the target run's dynamo_original_graph_*.txt"
+    )
+
+
 @dataclass(frozen=True)
 class DumpRoot:
     """The GE dump root a path lies inside, and the original graph files beside it."""
@@ -64,6 +96,14 @@ def give_the_dump_root(root: DumpRoot) -> str:
         graph = root.graphs[0].path.name
         return f"the target path lies inside a dump whose root holds {graph}: give the dump root `{root.path}`"
     return f"the target path lies inside the dump root `{root.path}`: give the dump root, and the graph with --graph"
+
+
+def several_dumps(role: str, path: Path, roots: Sequence[DumpTreeRoot]) -> str:
+    """A target or golden path holding more than one dump (a GE and a fusion-off GE dump side by side, a GE and an
+    FX dump): each one, and the option that takes one of them."""
+    flag = "-tp/--target_path" if role == "target" else "-gp/--golden_path"
+    found = ", ".join(f"{r.path} ({'GE' if r.side is Side.GE else 'FX'})" for r in roots)
+    return f"the {role} path {path} holds {len(roots)} dumps: {found}; give one of them with {flag}"
 
 
 def not_a_ge_target(target_holds_fx: bool, golden_holds_ge: bool) -> str:

@@ -115,6 +115,7 @@ class RankResult:
     rows: tuple[Row, ...] = ()
     unmatched: tuple[Unmatched, ...] = ()
     report: Optional[object] = None  # report.WrittenReport when files were written
+    unreadable: tuple[Unmatched, ...] = ()  # the first UNREADABLE_KEPT unreadable items, kept always: the console's
 
     @property
     def ops_unmatched_only(self) -> int:
@@ -148,6 +149,9 @@ class CompareResult:
         return sum(rank.counts.unreadable for rank in self.ranks)
 
 
+UNREADABLE_KEPT = 3  # unreadable items a rank keeps to say why the compare exits 1; all are in its unmatched CSV
+
+
 @dataclass(frozen=True)
 class UnmatchedBatch:
     """Unmatched items as they travel to the report: their CSV text and counts (rendered where they are found, in
@@ -156,6 +160,7 @@ class UnmatchedBatch:
     csv_text: str
     counts: Counts
     items: tuple[Unmatched, ...] = ()
+    unreadable: tuple[Unmatched, ...] = ()  # the first UNREADABLE_KEPT of kind `unreadable`, kept or not
 
     @classmethod
     def of(cls, items: Sequence[Unmatched], keep: bool) -> UnmatchedBatch:
@@ -169,4 +174,5 @@ class UnmatchedBatch:
             unmatched_no_partner=kinds[UnmatchedKind.NO_PARTNER],
             unmatched_unreadable=kinds[UnmatchedKind.UNREADABLE],
         )
-        return cls(render_unmatched(items), counts, tuple(items) if keep else ())
+        unreadable = tuple(u for u in items if u.kind is UnmatchedKind.UNREADABLE)[:UNREADABLE_KEPT]
+        return cls(render_unmatched(items), counts, tuple(items) if keep else (), unreadable)

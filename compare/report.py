@@ -123,9 +123,12 @@ class ReportSet:
     interrupted or failed compare leaves no report that looks complete (and never overwrites an earlier one)."""
 
     def __init__(
-        self, output_dir: Path, mode: Mode, highlight: bool, html: bool = True, bindings: Sequence[Binding] = ()
-    ) -> None:
-        """`bindings`: the compare's, whose graphs give the HTML page its edges (no graph file is read again)."""
+        self, output_dir: Path, mode: Mode, highlight: bool, html: bool = True, bindings: Sequence[Binding] = (),
+        rank_in_names: bool = True,
+    ) -> None:  # fmt: skip
+        """`bindings`: the compare's, whose graphs give the HTML page its edges (no graph file is read again).
+        `rank_in_names`: the file names carry `_rank{R}` (not for one rank of a dump without rank directories)."""
+        self.rank_in_names = rank_in_names
         self.directory = Path(output_dir)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.mode, self.highlight, self.html = mode, highlight, html
@@ -134,7 +137,8 @@ class ReportSet:
         self.writers: dict[Optional[int], RankWriter] = {}
 
     def writer(self, rank: Optional[int]) -> RankWriter:
-        base = f"{PREFIX}_rank{rank}_{self.stamp}" if rank is not None else f"{PREFIX}_{self.stamp}"
+        named = rank is not None and self.rank_in_names
+        base = f"{PREFIX}_rank{rank}_{self.stamp}" if named else f"{PREFIX}_{self.stamp}"
         taken = {w.final["csv"].stem for w in self.writers.values()}
         stem = _free_stem(self.directory, base)
         while stem in taken:

@@ -8,9 +8,11 @@ torchair's `config.debug.graph_dump` (type "txt") writes `str(GraphDef)` to `{gr
     2024-01-04 → 2025-05   dynamo_{original|optimized}_graph_{ts}.txt        local time before 2025-02, then UTC
     since 2025-05-15       dynamo_{original|optimized}_graph_{N}_rank_{R}_pid_{P}_ts_{ts}.txt   (`_ts_` optional)
 
-`ts` is `%Y%m%d%H%M%S%f`. The same option with type "pbtxt" or "py" writes other formats (a GE IR binary-ish
-dump, Python code that builds the graph); those are recognised only so that a compare can say why it cannot use
-them.
+`ts` is `%Y%m%d%H%M%S%f`. The same option with type "pbtxt" writes another text format (`convert_to_pbtxt` in
+torchair's `_ge_concrete_graph/utils.py`: TensorFlow `node { op: … }` blocks for TensorBoard, each attribute and
+tensor desc flattened into one string), with type "py" Python code that builds the graph; those are recognised
+only so that a compare can say why it cannot use them. A text file named otherwise (a renamed copy, a test's
+`dynamo_original_graph_{ts}_test.txt`) is told to be a GE graph by its first KB (`looks_like_ge_graph_text`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,16 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["GraphFileName", "GraphKind", "GraphNameForm", "is_other_graph_dump", "parse_graph_file_name"]
+__all__ = [
+    "SNIFF_BYTES",
+    "GraphFileName",
+    "GraphKind",
+    "GraphNameForm",
+    "graph_name_by_content",
+    "is_other_graph_dump",
+    "looks_like_ge_graph_text",
+    "parse_graph_file_name",
+]
 
 
 class GraphKind(str, enum.Enum):
@@ -33,6 +44,7 @@ class GraphNameForm(str, enum.Enum):
     KIND = "dynamo_{kind}_graph_{ts}"  # 2024-01 → 2025-05
     NUMBERED = "dynamo_{kind}_graph_{N}_rank_{R}_pid_{P}_ts_{ts}"  # since 2025-05
     GIVEN = "any name"  # a file the user named (`tcmp compare --graph FILE`)
+    CONTENT = "a .txt file holding a GE graph"  # named otherwise, found by its content
 
 
 @dataclass(frozen=True)
@@ -76,3 +88,24 @@ def parse_graph_file_name(name: str) -> Optional[GraphFileName]:
 def is_other_graph_dump(name: str) -> bool:
     """A torchair graph dump of type "pbtxt" or "py": a graph file tcmp cannot read."""
     return name.startswith("dynamo_") and _OTHER_TYPE.fullmatch(name) is not None
+
+
+SNIFF_BYTES = 1024  # enough for a GraphDef's name and its first op's name and type
+# `str(GraphDef)` and a printed ModelDef: `op {` blocks holding `type: "…"`; torchair's pbtxt has `node {` with `op:`.
+_GE_OP_BLOCK = re.compile(rb"^[ \t]*op[ \t]*\{[ \t]*\r?$", re.MULTILINE)
+_GE_OP_TYPE = re.compile(rb'^[ \t]*type:[ \t]*"', re.MULTILINE)
+_RANK_IN_NAME = re.compile(r"_rank_?(\d+)(?:_|\.|$)")
+
+
+def looks_like_ge_graph_text(head: bytes) -> bool:
+    """Is this (a file's first SNIFF_BYTES) the protobuf text format of a GE graph (a GraphDef or ModelDef)?"""
+    block = _GE_OP_BLOCK.search(head)
+    return block is not None and _GE_OP_TYPE.search(head, block.end()) is not None
+
+
+def graph_name_by_content(name: str) -> GraphFileName:
+    """What can be told from the name of a graph text file found by its content: optimized when the name says so
+    (else original), the rank of a `_rank_{R}` in it; bound by content, never by a number."""
+    kind = GraphKind.OPTIMIZED if "optimized" in name else GraphKind.ORIGINAL
+    rank = _RANK_IN_NAME.search(name)
+    return GraphFileName(kind, None, int(rank.group(1)) if rank else None, None, None, GraphNameForm.CONTENT)

@@ -34,6 +34,7 @@ from .errors import DumpError, NameParseError, unreadable_reason
 from .fx_dump import FxFileName, parse_fx_file_name
 from .ge_names import MAPPING_FILE, GeFileKind, GeFileName, is_hashed_name, read_mapping, resolve_ge_file_name
 from .graph import GraphFileName, GraphKind, GraphNameForm, is_other_graph_dump, parse_graph_file_name
+from .graph_names import SNIFF_BYTES, graph_name_by_content, looks_like_ge_graph_text
 from .records import IO, Side
 
 GE_ROOT_NAMES = ("msprobe_ge_dump", "msit_ge_dump")
@@ -146,6 +147,11 @@ def _rank_of(parts: tuple[str, ...]) -> Optional[int]:
         if match:
             return int(match.group(2))
     return None
+
+
+def in_rank_directory(path: Path) -> bool:
+    """Does the path lie in a `worldsize{W}_[global_]rank{R}` directory (its rank read from it, not from a device)?"""
+    return _rank_of(path.parts) is not None
 
 
 @functools.lru_cache(maxsize=4096)  # the same for every file of a directory
@@ -452,6 +458,50 @@ class DumpOutline:
     problems: tuple[Unrecognized, ...]
 
 
+@dataclass(frozen=True)
+class DumpTreeRoot:
+    """One dump a tree holds: the directory its writer was given (`msprobe_ge_dump`, an FX dump path), and its side.
+    A tree holding two is two dumps, never one."""
+
+    path: Path
+    side: Side
+
+
+# How far a dump directory lies below its root (rank directories aside): GE {time}/{device}/{model}/{model_id}/{step},
+# FX {graph}/{step} or {step}/{graph}.
+_ROOT_DEPTH = {Side.GE: 5, Side.FX: 2}
+
+
+def _root_of(d: DumpDir, top: Path) -> Optional[Path]:
+    """The root of the dump a directory belongs to: above its place directories and its rank directory, wherever
+    that lies (`msprobe_ge_dump/worldsize…/` or `worldsize…/msprobe_ge_dump/`: the ranks of one dump), and above an
+    FX `data_dump/`; never above `top`, the path given. None when the directory's path is not a dump's."""
+    if d.side is Side.GE and d.model is None:
+        return None  # GE files outside {time}/{device}/{model}/{model_id}/{step}: listed where they are read
+    parts = d.path.parts
+    depth = _ROOT_DEPTH[d.side]
+    if parts[: len(top.parts)] != top.parts or len(parts) - depth <= len(top.parts):
+        return top
+    below_top = parts[len(top.parts) : -depth]
+    ranked = next((k for k, part in enumerate(below_top) if _RANK_DIR.match(part)), None)
+    if ranked is not None:
+        return Path(*top.parts, *below_top[:ranked])
+    if d.side is Side.FX and below_top[-1] == "data_dump":
+        below_top = below_top[:-1]
+    return Path(*top.parts, *below_top)
+
+
+def dump_roots(tree: DumpOutline) -> tuple[DumpTreeRoot, ...]:
+    """The dumps a tree holds, by root and side: more than one (a GE and a fusion-off GE dump side by side, a GE and
+    an FX dump) means the path given is one level too shallow."""
+    found = set()
+    for d in tree.dirs:
+        root = _root_of(d, tree.root)
+        if root is not None:
+            found.add(DumpTreeRoot(root, d.side))
+    return tuple(sorted(found, key=lambda r: (str(r.path), r.side.value)))
+
+
 def _place_dir(side: Side, directory: Path, fx_token_base: Optional[int]) -> Union[tuple, str]:
     """(rank, token, model, run) of a directory of `side`'s dump files, or why its FX files have no place."""
     if side is Side.GE:
@@ -546,6 +596,37 @@ def graph_files_in(path: Union[str, Path], top_level_only: bool = False) -> tupl
             return ()
         return tuple(sorted((GraphFile(Path(p), n) for p, n in found if n is not None), key=_graph_order))
     return outline(path).graphs
+
+
+# GE's own graph dumps (DUMP_GE_GRAPH): GE graphs too, but built, not torchair's original graph: never guessed
+_GE_GRAPH_DUMP_PREFIXES = ("ge_proto_", "ge_onnx_")
+
+
+def holds_ge_graph_text(path: Path) -> bool:
+    """Does the file start as the text format of a GE graph (its first KB read; False when it cannot be read)?"""
+    try:
+        with open(path, "rb") as fh:
+            return looks_like_ge_graph_text(fh.read(SNIFF_BYTES))
+    except OSError:
+        return False
+
+
+def graph_files_by_content(directory: Union[str, Path]) -> tuple[GraphFile, ...]:
+    """The `.txt` files directly in a directory whose names are none of torchair's forms (nor GE's own graph dumps)
+    but whose content is a GE graph: a renamed copy, a test's `dynamo_original_graph_{ts}_test.txt`."""
+    try:
+        with os.scandir(directory) as it:
+            named = sorted(e.name for e in it if e.name.endswith(".txt") and e.is_file())
+    except OSError:
+        return ()
+    found = [
+        GraphFile(Path(directory) / name, graph_name_by_content(name))
+        for name in named
+        if parse_graph_file_name(name) is None
+        and not name.startswith(_GE_GRAPH_DUMP_PREFIXES)
+        and holds_ge_graph_text(Path(directory) / name)
+    ]
+    return tuple(sorted(found, key=_graph_order))
 
 
 def other_graph_dumps(path: Union[str, Path], top_level_only: bool = False) -> tuple[Path, ...]:
