@@ -154,7 +154,9 @@ class PageWriter:
 def _write_page(page, static: dict[str, str], payload: bytes) -> None:
     plotly, datatables, style = page_assets.plotly_js(), page_assets.datatables_js(), page_assets.datatables_css()
     libraries = {"plotly.js (from plotly)": plotly.version, "DataTables (from itables)": datatables.version}
+    script = page_assets.page_file("page.js")
     pieces = {
+        "<!--csp-->": page_assets.csp_element((script, plotly.text)),
         "<!--style-->": page_assets.style_element(style.text) + page_assets.style_element(
             page_assets.page_file("page.css")),
         "<!--header-->": static["header"],
@@ -162,7 +164,7 @@ def _write_page(page, static: dict[str, str], payload: bytes) -> None:
         "<!--about-->": about_html(libraries),
         "<!--data-->": f'<script type="{page_assets.BASE64_TYPE}" id="tcmp-data">',
         "<!--datatables-->": page_assets.base64_element(datatables.text.encode("utf-8"), "lib-datatables"),
-        "<!--script-->": page_assets.script_element(page_assets.page_file("page.js"), "tcmp-page"),
+        "<!--script-->": page_assets.script_element(script, "tcmp-page"),
         "<!--plotly-->": page_assets.script_element(plotly.text, "lib-plotly", run=False),
     }  # fmt: skip
     rest = page_assets.page_file("page.html")

@@ -12,6 +12,8 @@
   const WIDTH = 12; // nodes listed per step
   const BASE64 = "application/x-tcmp-base64"; // page_assets.BASE64_TYPE
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  // plotly's text is its own small markup: tags and the entities &amp; &lt; &gt; (not &quot;, shown as it is)
+  const plotText = (s) => String(s).replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
 
   function bytesOf(id) {
     const text = atob($(id).textContent);
@@ -143,10 +145,10 @@
     const cell = (name) => m.rows[i][m.col[name]];
     const message = cell("Err_message");
     return [
-      `<b>${esc(cell("API Name"))}</b>`,
-      metric.shown.map((name) => `${name}: ${esc(cell(name))}`).join("  "),
+      `<b>${plotText(cell("API Name"))}</b>`,
+      metric.shown.map((name) => `${name}: ${plotText(cell(name))}`).join("  "),
       `${cell("Result")} / Accuracy Reached: ${cell("Accuracy Reached or Not")}`,
-      message ? esc(message.length > 160 ? message.slice(0, 160) + "…" : message) : "",
+      message ? plotText(message.length > 160 ? message.slice(0, 160) + "…" : message) : "",
     ].filter(Boolean).join("<br>");
   }
 
@@ -191,7 +193,7 @@
       if (row === undefined || labelled.has(d.node) || labelled.size >= 8) continue;
       labelled.add(d.node);
       annotations.push({ x: m.x[row], y: metric.log ? Math.log10(yOf.get(row)) : yOf.get(row), ax: 30, ay: -40,
-        text: `first divergence: ${esc(d.op)}`, showarrow: true, arrowhead: 2, bgcolor: "rgba(255,255,255,0.85)" });
+        text: `first divergence: ${plotText(d.op)}`, showarrow: true, arrowhead: 2, bgcolor: "rgba(255,255,255,0.85)" });
     }
     const shapes = [];
     if (metric.limit !== null) {
