@@ -95,14 +95,17 @@ def script_hash(text: str) -> str:
     return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode('utf-8')).digest()).decode('ascii')}'"
 
 
-def csp_element(scripts: Sequence[str]) -> str:
+def csp_element(scripts: Sequence[str], eval_allowed: bool = False) -> str:
     """The page's Content-Security-Policy: nothing is fetched (`default-src 'none'`, `connect-src 'none'`); only
-    the inline scripts given run, each allowed by its hash (never 'unsafe-inline' nor 'unsafe-eval': a name that
-    reached the page as markup could not run); the page's own blob: URLs (DataTables' module, the inflating worker)
-    run as scripts; styles inline (plotly sets its own)."""
+    the inline scripts given run, each allowed by its hash (never 'unsafe-inline': a name that reached the page as
+    markup could not run); the page's own blob: URLs (DataTables' module, the inflating worker) run as scripts;
+    styles inline (plotly sets its own). `eval_allowed` only for a chart drawn with WebGL (see page.SVG_POINTS):
+    the plotly.js that the plotly package ships compiles its WebGL code at run time (its CSP-safe "strict" build
+    is in no Python package); no code of the page evaluates a string it did not make itself."""
     hashes = " ".join(script_hash(text) for text in scripts)
+    evaluated = " 'unsafe-eval'" if eval_allowed else ""
     policy = (
-        f"default-src 'none'; script-src {hashes} blob:; style-src 'unsafe-inline'; img-src data: blob:; "
+        f"default-src 'none'; script-src {hashes}{evaluated} blob:; style-src 'unsafe-inline'; img-src data: blob:; "
         "font-src data:; connect-src 'none'; worker-src blob:; form-action 'none'; base-uri 'none'"
     )
     return f'<meta http-equiv="Content-Security-Policy" content="{policy}">'

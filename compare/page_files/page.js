@@ -6,7 +6,6 @@
   const $ = (id) => document.getElementById(id);
   const FILL = { r: "#d62728", y: "#e6b800", g: "#2ca02c" };
   const SCALE = { codes: { r: 0, y: 1, g: 2 }, colorscale: [[0, FILL.r], [0.5, FILL.y], [1, FILL.g]], cmin: 0, cmax: 2 };
-  const SVG_POINTS = 5000; // more output rows than this are drawn with WebGL, where the browser has it
   const DRAWN_POINTS = 10000; // tokens past this many points start hidden (a click on the legend draws them)
   const DEPTH = 3; // neighbourhood: steps up and down the graph
   const WIDTH = 12; // nodes listed per step
@@ -157,7 +156,8 @@
     for (let i = 0; i < m.rows.length; i++) if (m.out[i] === "1") outputs.push(i);
     const { y, bands } = placed(outputs.map(metric.value), metric);
     const yOf = new Map(outputs.map((row, k) => [row, y[k]]));
-    const webgl = outputs.length > SVG_POINTS && !!document.createElement("canvas").getContext("webgl");
+    // more output rows than the writer's limit are drawn with WebGL, where the browser has it (the CSP allows it)
+    const webgl = outputs.length > m.meta.svg_points && !!document.createElement("canvas").getContext("webgl");
     const type = webgl ? "scattergl" : "scatter";
     const points = (rows) => ({ x: rows.map((i) => m.x[i]), y: rows.map((i) => yOf.get(i)), customdata: rows });
     const tokens = new Map();

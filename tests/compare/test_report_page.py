@@ -312,6 +312,32 @@ def test_a_name_with_quotes_tags_and_entities_shows_as_it_is_in_the_hover_and_th
     tab.close()
 
 
+def test_only_a_chart_drawn_with_webgl_lets_the_page_evaluate_code(browser, report, tmp_path, monkeypatch):
+    from tcmp.compare import page as page_module
+
+    written = report[0]
+    dump = written.csv.parent.parent / "dump"
+    target, golden = dump / "target" / "msprobe_ge_dump", dump / "golden_fx" / "msprobe_fx_dump"
+    monkeypatch.setattr(page_module, "SVG_POINTS", 10)  # this dump's outputs are more: WebGL where there is one
+    result, _ = run_compare(CompareOptions(target, golden), tmp_path)
+    tab = browser.new_page()
+    errors = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    tab.add_init_script(CSP_WATCH)
+    tab.goto(result.ranks[0].report.html.as_uri())
+    wait_for(tab, "document.body.dataset.state !== 'loading'", 60)
+    csp = tab.get_attribute('meta[http-equiv="Content-Security-Policy"]', "content")
+    scripts = next(d for d in csp.split(";") if d.strip().startswith("script-src")).split()
+    assert "'unsafe-eval'" in scripts and "'unsafe-inline'" not in scripts
+    assert tab.evaluate("document.body.dataset.state") == "ready" and errors == []
+    kinds = tab.evaluate("() => document.getElementById('chart').data.map((t) => t.type)")
+    has_webgl = tab.evaluate("() => !!document.createElement('canvas').getContext('webgl')")
+    assert ("scattergl" in kinds) == has_webgl, (kinds, has_webgl)
+    assert tab.evaluate("window.cspViolations") == []
+    tab.close()
+
+
 def test_page_graph_joins_fused_members_and_drops_control_and_inner_edges():
     def op(order, name, kind, inputs=(), control=()):
         edges = tuple(InputEdge(*i) for i in inputs)
