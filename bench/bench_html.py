@@ -74,7 +74,9 @@ def open_page(sync_api, page_path: Path, profile: Path) -> dict:
             requests: list[str] = []
             tab.on("request", lambda request: requests.append(request.url))
             tab.goto(page_path.as_uri())
-            tab.wait_for_function("document.body.dataset.state !== 'loading'", timeout=120_000)
+            deadline = time.monotonic() + 120  # polled from outside: the page's CSP forbids wait_for_function's eval
+            while tab.evaluate("document.body.dataset.state") == "loading" and time.monotonic() < deadline:
+                time.sleep(0.02)
             state = tab.evaluate("document.body.dataset.state")
             if state != "ready":
                 raise RuntimeError(f"the page did not draw: {tab.inner_text('#status')}")

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
+
+from tcmp.schemas.display import escape
 
 from .collect import CompareInputs
 from .metrics import Mode

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from tcmp.schemas.ge_dump import GeDump
-from tcmp.schemas.host import one_blas_thread
+from tcmp.schemas.host import die_with_parent, one_blas_thread
 
 from .executor import UnitJob
 from .metrics import Mode
@@ -53,7 +53,7 @@ def start_workers(jobs: int) -> Optional[Workers]:
     try:
         progress = context.Queue()
         pool = ProcessPoolExecutor(
-            max_workers=jobs - 1, mp_context=context, initializer=init_worker, initargs=(progress,)
+            max_workers=jobs - 1, mp_context=context, initializer=_start_worker, initargs=(progress, os.getpid())
         )
     except OSError:  # no semaphores here (a sandbox without /dev/shm): the main process does everything
         return None
@@ -68,6 +68,12 @@ def start_workers(jobs: int) -> Optional[Workers]:
     finally:
         gc.unfreeze()
     return Workers(pool, progress)
+
+
+def _start_worker(progress: multiprocessing.queues.Queue, parent: int) -> None:
+    """A worker ends with the compare that started it: a compare killed with -9 leaves no process behind."""
+    die_with_parent(parent)
+    init_worker(progress)
 
 
 @contextmanager

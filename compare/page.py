@@ -43,6 +43,9 @@ from .verdict import Colour
 _COLOUR_CODES = {Colour.RED: "r", Colour.YELLOW: "y", Colour.GREEN: "g"}
 _GZIP = 31  # zlib wbits: a gzip stream, what DecompressionStream("gzip") reads
 _LEVEL = 6
+# more output rows than this are drawn with WebGL where the browser has it (SVG slows down past a few thousand
+# points); plotly's WebGL renderer compiles code at run time, so only such a page's CSP allows 'unsafe-eval'
+SVG_POINTS = 5000
 DICTIONARY_LIMIT = 1000  # different cells a column's `words` hold: dtypes, shapes, verdicts, zeros, N/A
 
 
@@ -136,6 +139,7 @@ class PageWriter:
                 "thresholds": result.options.thresholds.__dict__,
                 "divergences": divergences,
                 "files": summary.get("files", {}),
+                "svg_points": SVG_POINTS,
             },
         }  # fmt: skip
         self._write("]," + json.dumps(rest, ensure_ascii=False)[1:])
@@ -148,13 +152,15 @@ class PageWriter:
             "unmatched": unmatched_html(self.unmatched, unmatched_name),
         }
         with open(path, "w", encoding="utf-8") as page:
-            _write_page(page, static, payload)
+            _write_page(page, static, payload, webgl=self._outputs.count(b"1") > SVG_POINTS)
 
 
-def _write_page(page, static: dict[str, str], payload: bytes) -> None:
+def _write_page(page, static: dict[str, str], payload: bytes, webgl: bool) -> None:
     plotly, datatables, style = page_assets.plotly_js(), page_assets.datatables_js(), page_assets.datatables_css()
     libraries = {"plotly.js (from plotly)": plotly.version, "DataTables (from itables)": datatables.version}
+    script = page_assets.page_file("page.js")
     pieces = {
+        "<!--csp-->": page_assets.csp_element((script, plotly.text), eval_allowed=webgl),
         "<!--style-->": page_assets.style_element(style.text) + page_assets.style_element(
             page_assets.page_file("page.css")),
         "<!--header-->": static["header"],
@@ -162,7 +168,7 @@ def _write_page(page, static: dict[str, str], payload: bytes) -> None:
         "<!--about-->": about_html(libraries),
         "<!--data-->": f'<script type="{page_assets.BASE64_TYPE}" id="tcmp-data">',
         "<!--datatables-->": page_assets.base64_element(datatables.text.encode("utf-8"), "lib-datatables"),
-        "<!--script-->": page_assets.script_element(page_assets.page_file("page.js"), "tcmp-page"),
+        "<!--script-->": page_assets.script_element(script, "tcmp-page"),
         "<!--plotly-->": page_assets.script_element(plotly.text, "lib-plotly", run=False),
     }  # fmt: skip
     rest = page_assets.page_file("page.html")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import importlib.metadata
 import importlib.util
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +88,27 @@ def script_element(text: str, element_id: str, run: bool = True) -> str:
 def base64_element(data: bytes, element_id: str) -> str:
     """Bytes in a <script> block that neither runs nor renders (base64 holds no `<`)."""
     return f'<script type="{BASE64_TYPE}" id="{element_id}">{base64.b64encode(data).decode("ascii")}</script>'
+
+
+def script_hash(text: str) -> str:
+    """A CSP hash source for an inline script: `'sha256-…'` of its text as the browser sees it (UTF-8)."""
+    return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode('utf-8')).digest()).decode('ascii')}'"
+
+
+def csp_element(scripts: Sequence[str], eval_allowed: bool = False) -> str:
+    """The page's Content-Security-Policy: nothing is fetched (`default-src 'none'`, `connect-src 'none'`); only
+    the inline scripts given run, each allowed by its hash (never 'unsafe-inline': a name that reached the page as
+    markup could not run); the page's own blob: URLs (DataTables' module, the inflating worker) run as scripts;
+    styles inline (plotly sets its own). `eval_allowed` only for a chart drawn with WebGL (see page.SVG_POINTS):
+    the plotly.js that the plotly package ships compiles its WebGL code at run time (its CSP-safe "strict" build
+    is in no Python package); no code of the page evaluates a string it did not make itself."""
+    hashes = " ".join(script_hash(text) for text in scripts)
+    evaluated = " 'unsafe-eval'" if eval_allowed else ""
+    policy = (
+        f"default-src 'none'; script-src {hashes}{evaluated} blob:; style-src 'unsafe-inline'; img-src data: blob:; "
+        "font-src data:; connect-src 'none'; worker-src blob:; form-action 'none'; base-uri 'none'"
+    )
+    return f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
 
 
 def style_element(text: str) -> str:

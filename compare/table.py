@@ -51,6 +51,7 @@ NUMBER_COLUMNS = frozenset((*TENSOR_COLUMNS[:6], *STATISTICS_COLUMNS, *STATS_COL
 SIGNIFICANT_DIGITS = 8  # tells 0.9999 from 1 and 0.0099999996 from 0.01; a float32 value to its last digit or so
 MESSAGE_SEPARATOR = "; "
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_FORMULA_START = re.compile("^'*[ ]*[=+\\-@\t\r]")
 Typed = Union[str, float, int, None]
 
 
@@ -82,11 +83,21 @@ def count(value: Optional[int]) -> str:
     return "N/A" if value is None else str(value)
 
 
+def _formula_like(value: str) -> bool:
+    return bool(_FORMULA_START.match(value)) and not _NUMBER.match(value)
+
+
 def text(value: str) -> str:
-    """A text cell, escaped against CSV/spreadsheet formula injection."""
-    if value and value[0] in "=+-@" and not _NUMBER.match(value):
-        return "'" + value
-    return value
+    """A text cell, escaped against CSV/spreadsheet formula injection: a cell a spreadsheet could take for a formula
+    (OWASP's list: `=`, `+`, `-`, `@`, TAB or CR first, also after spaces) gets a `'` in front. So does one that
+    already starts with `'`s before such a character, so that `unescaped` can tell the two apart."""
+    return "'" + value if _formula_like(value) else value
+
+
+def unescaped(cell: str) -> str:
+    """A text cell as the name it holds: `text`'s `'` taken off (for the xlsx, whose cells are typed strings that no
+    spreadsheet evaluates, and the summary JSON)."""
+    return cell[1:] if cell.startswith("'") and _formula_like(cell[1:]) else cell
 
 
 def _shape(shape) -> str:
@@ -139,8 +150,10 @@ def typed(header: Sequence[str], cells: Sequence[str]) -> list[Typed]:
     (an MD5 or an API name that looks like a number included)."""
     values: list[Typed] = []
     for name, cell in zip(header, cells):
-        if name not in NUMBER_COLUMNS or not _NUMBER.match(cell):
-            values.append(None if cell == "N/A" and name in NUMBER_COLUMNS else cell)
+        if name not in NUMBER_COLUMNS:
+            values.append(unescaped(cell))
+        elif not _NUMBER.match(cell):
+            values.append(None if cell == "N/A" else cell)
         else:
             values.append(int(cell) if name in _INTEGER_COLUMNS else float(cell))
     return values

@@ -91,3 +91,25 @@ MAX_DEFAULT_COMPARE_JOBS = 8
 
 def default_compare_jobs() -> int:
     return min(MAX_DEFAULT_COMPARE_JOBS, usable_cpus())
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int) -> None:
+    """Make this process (a pool's worker) end when `parent` does, even by kill -9, which gives the parent no
+    chance to stop its workers: the kernel sends SIGKILL to the worker when the thread that started it ends
+    (PR_SET_PDEATHSIG). If the parent is already gone, the worker ends now. Without prctl (not Linux) it does
+    nothing; the pool's own pipes then end an idle worker at its next read."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return
+    if prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        return
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)

@@ -18,9 +18,9 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from tcmp import __version__
+from tcmp.schemas.display import DataFormatter, escape
 from tcmp.schemas.host import default_compare_jobs, default_watch_workers, one_blas_thread
 
 one_blas_thread()  # before numpy loads
@@ -140,11 +140,8 @@ def _main(
         bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr)
+    _log_format(DataFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.getLogger().setLevel(logging.DEBUG if verbose else logging.WARNING)  # basicConfig only sets it once
     app.pretty_exceptions_enable = verbose
 
@@ -361,7 +358,7 @@ def demo(
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="tcmp-demo-"))
     try:
         demo_result = run_demo(
-            root, jobs=jobs, progress=lambda message: err.print(message, highlight=False, soft_wrap=True)
+            root, jobs=jobs, progress=lambda message: err.print(escape(message), highlight=False, soft_wrap=True)
         )
     except DemoError as exc:
         raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
@@ -372,11 +369,11 @@ def demo(
         f"write (a file cut short is waited for {INCOMPLETE_TIMEOUT_S:.0f} s)"
     )
     out.print(
-        f"index {index.path}: {index.summarized} dump files and {index.graphs} graphs summarized, "
+        f"index {escape(str(index.path))}: {index.summarized} dump files and {index.graphs} graphs summarized, "
         f"{format_size(index.bytes_freed)} of raw files deleted, {index.failed} recorded as failed"
     )
     for problem in index.recent_errors:
-        out.print(f"  kept raw: {problem.path}: {problem.error}")
+        out.print(f"  kept raw: {escape(str(problem.path))}: {escape(problem.error)}")
     out.print(f"injected faults: {', '.join(demo_result.faults)}")
     print_summary(out, demo_result.result)
 
@@ -444,7 +441,7 @@ def watch(
     except IndexBusy as exc:
         raise _fail(f"{exc}; one writer per index: stop it first, or give this one another --db") from None
     if once:
-        err.print(report.summary(), highlight=False)
+        err.print(escape(report.summary()), highlight=False)
         if report.failure is not None:
             raise _fail(report.failure)
         raise typer.Exit(report.exit_code)
@@ -462,7 +459,11 @@ def _timestamped_log() -> None:
         to_journal = False
     if to_journal:
         return
-    formatter = logging.Formatter("%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S")
+    _log_format(DataFormatter("%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S"))
+
+
+def _log_format(formatter: logging.Formatter) -> None:
+    """Log lines on stderr in `formatter`'s form: names in them are data (a DataFormatter), never a forged line."""
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stderr, sys.__stderr__):
             handler.setFormatter(formatter)
@@ -499,7 +500,7 @@ def status(
         raise _fail(str(exc)) from None
     width = max(len(line.label) for line in lines)
     for line in lines:
-        out.print(f"{line.label:<{width}}  {line.value}")
+        out.print(f"{line.label:<{width}}  {escape(str(line.value))}", highlight=False)
 
 
 def with_cluster_address(args: list[str]) -> list[str]:

@@ -6,12 +6,13 @@
   const $ = (id) => document.getElementById(id);
   const FILL = { r: "#d62728", y: "#e6b800", g: "#2ca02c" };
   const SCALE = { codes: { r: 0, y: 1, g: 2 }, colorscale: [[0, FILL.r], [0.5, FILL.y], [1, FILL.g]], cmin: 0, cmax: 2 };
-  const SVG_POINTS = 5000; // more output rows than this are drawn with WebGL, where the browser has it
   const DRAWN_POINTS = 10000; // tokens past this many points start hidden (a click on the legend draws them)
   const DEPTH = 3; // neighbourhood: steps up and down the graph
   const WIDTH = 12; // nodes listed per step
   const BASE64 = "application/x-tcmp-base64"; // page_assets.BASE64_TYPE
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  // plotly's text is its own small markup: tags and the entities &amp; &lt; &gt; (not &quot;, shown as it is)
+  const plotText = (s) => String(s).replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
 
   function bytesOf(id) {
     const text = atob($(id).textContent);
@@ -143,10 +144,10 @@
     const cell = (name) => m.rows[i][m.col[name]];
     const message = cell("Err_message");
     return [
-      `<b>${esc(cell("API Name"))}</b>`,
-      metric.shown.map((name) => `${name}: ${esc(cell(name))}`).join("  "),
+      `<b>${plotText(cell("API Name"))}</b>`,
+      metric.shown.map((name) => `${name}: ${plotText(cell(name))}`).join("  "),
       `${cell("Result")} / Accuracy Reached: ${cell("Accuracy Reached or Not")}`,
-      message ? esc(message.length > 160 ? message.slice(0, 160) + "…" : message) : "",
+      message ? plotText(message.length > 160 ? message.slice(0, 160) + "…" : message) : "",
     ].filter(Boolean).join("<br>");
   }
 
@@ -155,7 +156,8 @@
     for (let i = 0; i < m.rows.length; i++) if (m.out[i] === "1") outputs.push(i);
     const { y, bands } = placed(outputs.map(metric.value), metric);
     const yOf = new Map(outputs.map((row, k) => [row, y[k]]));
-    const webgl = outputs.length > SVG_POINTS && !!document.createElement("canvas").getContext("webgl");
+    // more output rows than the writer's limit are drawn with WebGL, where the browser has it (the CSP allows it)
+    const webgl = outputs.length > m.meta.svg_points && !!document.createElement("canvas").getContext("webgl");
     const type = webgl ? "scattergl" : "scatter";
     const points = (rows) => ({ x: rows.map((i) => m.x[i]), y: rows.map((i) => yOf.get(i)), customdata: rows });
     const tokens = new Map();
@@ -191,7 +193,7 @@
       if (row === undefined || labelled.has(d.node) || labelled.size >= 8) continue;
       labelled.add(d.node);
       annotations.push({ x: m.x[row], y: metric.log ? Math.log10(yOf.get(row)) : yOf.get(row), ax: 30, ay: -40,
-        text: `first divergence: ${esc(d.op)}`, showarrow: true, arrowhead: 2, bgcolor: "rgba(255,255,255,0.85)" });
+        text: `first divergence: ${plotText(d.op)}`, showarrow: true, arrowhead: 2, bgcolor: "rgba(255,255,255,0.85)" });
     }
     const shapes = [];
     if (metric.limit !== null) {

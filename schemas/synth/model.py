@@ -113,6 +113,7 @@ class ModelConfig:
     seq: int = 16  # >= 12 (the 12-way split) and != hidden (inputs must be told apart by shape)
     dtype: int = int(DT.DT_FLOAT16)
     long_names: tuple[int, ...] = ()  # layers with long scope prefixes
+    first_scope: str = ""  # name prefix of layer 0's ops: names as hostile as a user's (control characters, markup)
 
     def __post_init__(self) -> None:
         if self.seq < 12 or self.seq == self.hidden or self.hidden % 2:
@@ -307,7 +308,7 @@ def _scope(config: ModelConfig, layer: int) -> str:
         return f"model/decoder/layers_{layer}/self_attention/" + "x" * width + "/"
     if layer == 1:
         return "layers.1/"
-    return ""
+    return config.first_scope if layer == 0 else ""
 
 
 def build_model_values(

@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -22,12 +23,28 @@ from tcmp.compare.page_graph import TableOp, page_graph
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import VALUE_FAULTS, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, ScenarioConfig, write_scenario
 
 CHROMIUM = Path("/usr/bin/chromium")
 # as the brief of the issue gives them: no GPU, and none of Chromium's own connections (this machine has no network)
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+
+
+# every Content-Security-Policy violation of the page, as the browser reports them (a blocked script or eval)
+CSP_WATCH = """window.cspViolations = [];
+document.addEventListener("securitypolicyviolation",
+    (e) => window.cspViolations.push(`${e.violatedDirective}: ${e.blockedURI} ${e.sample}`));"""
+
+
+def wait_for(page, expression: str, seconds: float = 30) -> None:
+    """Until `expression` is true in the page. (Playwright's wait_for_function evaluates its predicate with eval
+    inside the page, which the page's CSP forbids; `evaluate` runs outside it.)"""
+    deadline = time.monotonic() + seconds
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {seconds} s: {expression}")
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +96,9 @@ def page(browser, report):
     tab.on("request", lambda request: tab.requests.append(request.url))
     tab.on("pageerror", lambda error: tab.errors.append(str(error)))
     tab.on("console", lambda message: tab.errors.append(message.text) if message.type == "error" else None)
+    tab.add_init_script(CSP_WATCH)
     tab.goto(written.html.as_uri())
-    tab.wait_for_function("document.body.dataset.state !== 'loading'", timeout=60_000)
+    wait_for(tab, "document.body.dataset.state !== 'loading'", 60)
     return tab
 
 
@@ -103,6 +121,10 @@ def test_the_page_draws_offline_without_any_request_leaving_it(page, report):
     assert all(url.startswith("blob:") for url in page.requests[1:]), page.requests
     csp = page.get_attribute('meta[http-equiv="Content-Security-Policy"]', "content")
     assert "default-src 'none'" in csp and "connect-src 'none'" in csp
+    scripts = next(d for d in csp.split(";") if d.strip().startswith("script-src")).split()
+    assert "'unsafe-inline'" not in scripts and "'unsafe-eval'" not in scripts
+    assert sum(s.startswith("'sha256-") for s in scripts) == 2  # the page's script and plotly.js, by their hashes
+    assert page.evaluate("window.cspViolations") == []
     # where the run keeps its artifacts: build/test-artifacts of the checkout (or $TCMP_TEST_ARTIFACTS), kept after
     # the run for a person to look at, unlike pytest's temporary directories
     artifacts = Path(
@@ -199,10 +221,10 @@ def test_the_result_filter_shows_exactly_the_fail_rows(page, report):
     assert info.startswith(f"Showing 1 to {len(expected)} of {len(expected)} entries") and str(len(rows)) in info
     page.select_option("#f-result", "")
     page.fill("#f-text", "gelu")
-    page.wait_for_function(f"window.tcmpReport.table.rows({{search: 'applied'}}).count() < {len(rows)}")
+    wait_for(page, f"window.tcmpReport.table.rows({{search: 'applied'}}).count() < {len(rows)}")
     assert shown_rows(page) == api_names(rows, header, lambda r: any("gelu" in c.lower() for c in r))
     page.fill("#f-text", "")
-    page.wait_for_function(f"window.tcmpReport.table.rows({{search: 'applied'}}).count() === {len(rows)}")
+    wait_for(page, f"window.tcmpReport.table.rows({{search: 'applied'}}).count() === {len(rows)}")
 
 
 # --- without a browser ------------------------------------------------------------------------------------------
@@ -243,13 +265,76 @@ def test_the_statistics_and_md5_pages_draw_their_own_error(browser, report, tmp_
     errors = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
     tab.goto(page.as_uri())
-    tab.wait_for_function("document.body.dataset.state !== 'loading'", timeout=60_000)
+    wait_for(tab, "document.body.dataset.state !== 'loading'", 60)
     assert tab.evaluate("document.body.dataset.state") == "ready" and errors == []
     layout = tab.evaluate("() => document.getElementById('chart').layout.yaxis")
     assert layout["title"]["text"] == axis and layout["type"] == ("log" if mode is DataMode.STATISTICS else "linear")
     points = tab.evaluate("""() => document.getElementById("chart").data.filter((t) => t.name.startsWith("token "))
         .reduce((n, t) => n + t.x.length, 0)""")
     assert points == sum(".output." in r[header.index("API Name")] for r in rows)
+    tab.close()
+
+
+def test_a_name_with_quotes_tags_and_entities_shows_as_it_is_in_the_hover_and_the_marker(browser, tmp_path):
+    scope = 'q"<b>x</b>&amp;<img src=x onerror=alert(1)>/'  # quotes, a tag, an entity, a script in an attribute
+    model = ModelConfig(layers=1, first_scope=scope)
+    fault = Fault(scope + "MatMul_0", FaultKind.REL_ERROR, magnitude=0.05)
+    scenario = write_scenario(tmp_path / "dump", ScenarioConfig(model=model, tokens=1, faults=(fault,)))
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), tmp_path / "report")
+    tab = browser.new_page()
+    errors = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}"))
+    tab.add_init_script(CSP_WATCH)
+    tab.goto(result.ranks[0].report.html.as_uri())
+    wait_for(tab, "document.body.dataset.state !== 'loading'", 60)
+    assert tab.evaluate("document.body.dataset.state") == "ready" and errors == []
+    name = scope + "MatMul_0.output.0"
+    hovered = tab.evaluate(
+        """(name) => {
+        const chart = document.getElementById("chart");
+        for (let c = 0; c < chart.data.length; c++) {
+            const p = (chart.data[c].text || []).findIndex((t) => typeof t === "string" && t.includes("MatMul_0"));
+            if (p >= 0 && chart.data[c].name.startsWith("token ")) {
+                Plotly.Fx.hover(chart, [{ curveNumber: c, pointNumber: p }]);
+                return document.querySelector(".hoverlayer").textContent;
+            }
+        }
+        return null;
+    }""",
+        name,
+    )
+    assert hovered is not None and name in hovered, hovered  # plotly's own hover label, as a person sees it
+    marker = tab.evaluate("() => [...document.querySelectorAll('.annotation-text')].map((a) => a.textContent)")
+    assert f"first divergence: {scope}MatMul_0" in marker
+    assert tab.evaluate("document.querySelectorAll('img').length") == 0  # no markup of the name became an element
+    assert tab.evaluate("window.cspViolations") == [] and errors == []
+    tab.close()
+
+
+def test_only_a_chart_drawn_with_webgl_lets_the_page_evaluate_code(browser, report, tmp_path, monkeypatch):
+    from tcmp.compare import page as page_module
+
+    written = report[0]
+    dump = written.csv.parent.parent / "dump"
+    target, golden = dump / "target" / "msprobe_ge_dump", dump / "golden_fx" / "msprobe_fx_dump"
+    monkeypatch.setattr(page_module, "SVG_POINTS", 10)  # this dump's outputs are more: WebGL where there is one
+    result, _ = run_compare(CompareOptions(target, golden), tmp_path)
+    tab = browser.new_page()
+    errors = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    tab.add_init_script(CSP_WATCH)
+    tab.goto(result.ranks[0].report.html.as_uri())
+    wait_for(tab, "document.body.dataset.state !== 'loading'", 60)
+    csp = tab.get_attribute('meta[http-equiv="Content-Security-Policy"]', "content")
+    scripts = next(d for d in csp.split(";") if d.strip().startswith("script-src")).split()
+    assert "'unsafe-eval'" in scripts and "'unsafe-inline'" not in scripts
+    assert tab.evaluate("document.body.dataset.state") == "ready" and errors == []
+    kinds = tab.evaluate("() => document.getElementById('chart').data.map((t) => t.type)")
+    has_webgl = tab.evaluate("() => !!document.createElement('canvas').getContext('webgl')")
+    assert ("scattergl" in kinds) == has_webgl, (kinds, has_webgl)
+    assert tab.evaluate("window.cspViolations") == []
     tab.close()
 
 
