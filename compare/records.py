@@ -96,6 +96,13 @@ class Pair:
         suffix = f" #{self.execution}" if self.execution else ""
         return f"{self.op_name}.{self.io.value}.{self.index}{suffix}"
 
+    @property
+    def bench_label(self) -> str:
+        """The bench's "real data name": a value-changing cast's bench is Cast(its input), and says so."""
+        if self.cast is None or self.cast.preserving:
+            return self.bench.label
+        return f"Cast({self.bench.label}) {self.cast.label}"
+
 
 @dataclass(frozen=True)
 class Unmatched:

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from tcmp.compare.cast_check import cast_check_for, expected_output, expected_summary
+from tcmp.compare.metrics import Mode
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
+from tcmp.compare.table import row_cells
 from tcmp.compare.verdict import Result
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
@@ -194,6 +196,8 @@ def test_a_clean_dump_with_ge_inserted_casts_has_no_fail_and_no_first_divergence
             for name, row in rows.items():
                 assert row.result is Result.PASS, (source, name, row.messages)
                 assert any(f"Cast(input) {CASTS[name]}" in m for m in row.messages), (source, row.messages)
+                data_name = row_cells(row, Mode(source.split("/")[1]))[4]
+                assert f"input 0) {CASTS[name]}" in data_name and "'Cast(Cast." in data_name, data_name
         if source.endswith("/md5"):
             continue  # GE vs FX md5 differs wherever the dtypes differ (not a cast's doing)
         assert [r.pair.api_name for r in rank.rows if r.result is not Result.PASS] == [], source
