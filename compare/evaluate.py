@@ -23,6 +23,7 @@ from tcmp.schemas.layout import FileKind
 from tcmp.schemas.records import IO, Summary, TensorKind, TensorSummary
 from tcmp.schemas.stats_files import read_fx_min_max_npy
 
+from .cast_check import CastCheck, expected_output, expected_summary, numpy_dtype
 from .metrics import (
     BasicStats,
     Mode,
@@ -326,6 +327,29 @@ def _nan_inf(summary: Optional[Summary]) -> Optional[bool]:
     return bool(summary.nan_count or summary.inf_count)
 
 
+def _cast_of(inp: Loaded, out: Loaded, check: CastCheck, mode: Mode) -> tuple[Loaded, str]:
+    """The bench of a value-changing GE-inserted cast, and the row's note: Cast(its input), exactly from raw
+    tensors, else what the input's statistics determine (`cast_check`)."""
+    if inp.array is not None and out.array is not None:
+        expected = expected_output(inp.array, out.array, check)
+        return Loaded(expected.array, None, check.target, inp.shape, inp.notes), expected.note
+    if mode is Mode.MD5:
+        raise Unavailable("raw input not available: the CRC-32 of Cast(input) needs the raw tensors")
+    if inp.summary is None or out.summary is None:
+        raise Unavailable("raw input not available, nor its statistics: Cast(input) cannot be computed")
+    summary, note = expected_summary(inp.summary, out.summary, check)
+    if summary is None:
+        raise Unavailable(note)
+    return Loaded(None, summary, check.target, inp.shape, inp.notes), note
+
+
+def _widened(inp: Loaded, check: CastCheck) -> Loaded:
+    """A value-preserving cast's input in the output's dtype (exact), whose CRC-32 the output's must equal."""
+    array = inp.array.astype(numpy_dtype(check.target))
+    note = f"CRC-32 of the input in the cast's output dtype ({check.label})"
+    return Loaded(array, None, check.target, inp.shape, (*inp.notes, note))
+
+
 def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoader) -> Row:
     """Compare one pair in `mode` (never raises for missing or odd data: the row says what is missing)."""
     messages: list[str] = list(pair.notes)
@@ -341,6 +365,13 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
         else:
             npu = loader.data(pair.npu)
             bench = _at_npu_precision(npu, loader.data(pair.bench))
+        if pair.cast is not None and not pair.cast.preserving:
+            bench, note = _cast_of(bench, npu, pair.cast, mode)
+            messages = [m for m in messages if not m.startswith("self check")] + [note]  # it says more
+        elif pair.cast is not None and mode is Mode.MD5:
+            if bench.array is None:
+                raise Unavailable("raw input not available: its CRC-32 in the cast's output dtype needs the raw tensor")
+            bench = _widened(bench, pair.cast)
         if mode is Mode.TENSOR:
             tensor = loader.metrics(pair, npu, bench, bench is not raw_bench)
             if tensor.stats is not None:  # computed on the way: no second pass over the data

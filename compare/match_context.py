@@ -15,6 +15,7 @@ from tcmp.schemas.graph import GraphOp, InputEdge
 from tcmp.schemas.layout import DumpFile
 from tcmp.schemas.records import IO, TensorSummary
 
+from .cast_check import CastCheck, cast_check_for
 from .executions import GeExecution
 from .fusion import GraphView
 from .records import Pair, Role, TensorRef, Unmatched, UnmatchedKind
@@ -87,7 +88,10 @@ class _Context:
         meta = e.tensor(io, index) if io is not None and index is not None else None
         return meta is not None and not meta.dumped
 
-    def pair(self, e: GeExecution, io: IO, index: int, bench: TensorRef, notes=(), stack=None) -> None:
+    def pair(
+        self, e: GeExecution, io: IO, index: int, bench: TensorRef, notes=(), stack=None,
+        cast: Optional[CastCheck] = None,
+    ) -> None:  # fmt: skip
         if self.not_dumped(e, io, index):
             self.by_design(e, io, index, NOT_DUMPED)
             for f in bench.files:
@@ -99,7 +103,7 @@ class _Context:
             return
         self.result.pairs.append(
             Pair(self.rank, self.token, self.graph_label, e.op_name, e.op_type, e.order, e.execution, io, index,
-                 self.ge_ref(e, io, index), bench, tuple(notes), stack, e.timestamp)
+                 self.ge_ref(e, io, index), bench, tuple(notes), stack, e.timestamp, cast)
         )  # fmt: skip
         self.result.used_golden.update(f.path for f in bench.files)
 
@@ -125,14 +129,21 @@ class _Context:
         self._unmatched(e, None, None, reason, UnmatchedKind.UNREADABLE)
 
     def self_check(self, e: GeExecution, why: str) -> None:
-        """A GE-inserted conversion: output j against its own input j (values must survive the conversion)."""
+        """A GE-inserted conversion: output j against its own input j. A conversion that keeps every value
+        (a layout change, a wider dtype) must give its input back; one that changes values (float → int, a narrower
+        float, → bool) is compared with Cast(input j), the evaluation computes it (`cast_check`)."""
         for k in range(len(e.inputs)):
             if k >= len(e.outputs):
                 self.by_design(e, IO.INPUT, k, "GE-inserted op: only its outputs are checked, against its inputs")
         for j in range(len(e.outputs)):
             if j < len(e.inputs):
                 bench = self.ge_ref(e, IO.INPUT, j)
-                self.pair(e, IO.OUTPUT, j, bench, (f"self check: output {j} against input {j} ({why})",))
+                cast = cast_check_for(e.inputs[j].dtype, e.outputs[j].dtype)
+                if cast is None or cast.preserving:
+                    note = f"self check: output {j} against input {j} ({why})"
+                else:
+                    note = f"self check: output {j} against Cast(input {j}) {cast.label}, not input {j} ({why})"
+                self.pair(e, IO.OUTPUT, j, bench, (note,), cast=cast)
             else:
                 self.by_design(e, IO.OUTPUT, j, f"self check: no input {j} to compare output {j} with")
 

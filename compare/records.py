@@ -9,6 +9,7 @@ from typing import Optional
 from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpFile, FileKind
 from tcmp.schemas.records import IO, TensorSummary
 
+from .cast_check import CastCheck
 from .metrics import Cell, StatisticsMetrics, TensorMetrics
 from .verdict import Colour, Result
 
@@ -88,11 +89,19 @@ class Pair:
     notes: tuple[str, ...] = ()
     stack_info: Optional[str] = None
     timestamp: int = 0  # the GE execution's dump time: orders ops across the graphs of a token
+    cast: Optional[CastCheck] = None  # a GE-inserted value-changing cast: the bench is Cast(input), not the input
 
     @property
     def api_name(self) -> str:
         suffix = f" #{self.execution}" if self.execution else ""
         return f"{self.op_name}.{self.io.value}.{self.index}{suffix}"
+
+    @property
+    def bench_label(self) -> str:
+        """The bench's "real data name": a value-changing cast's bench is Cast(its input), and says so."""
+        if self.cast is None or self.cast.preserving:
+            return self.bench.label
+        return f"Cast({self.bench.label}) {self.cast.label}"
 
 
 @dataclass(frozen=True)

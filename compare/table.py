@@ -111,7 +111,7 @@ def row_cells(row: Row, mode: Mode) -> list[str]:
         "N/A" if p.rank is None else str(p.rank),
         text(p.api_name),
         text(p.stack_info or "N/A"),
-        text(str([row.pair.npu.label, row.pair.bench.label])),
+        text(str([row.pair.npu.label, row.pair.bench_label])),
         text(row.npu.dtype or "N/A"),
         text(row.bench.dtype or "N/A"),
         _shape(row.npu.shape),

@@ -25,7 +25,7 @@ DT = DataType
 TS = 1764400000000000
 INFO_FIELDS = {"file", "op", "op_type", "io", "index", "dtype", "format", "device_shape", "shape", "size",
                "original_op", "output", "dumped", "notes"}  # fmt: skip
-ITEMSIZE = {"DT_FLOAT16": 2, "DT_FLOAT": 4, "DT_BF16": 2, "DT_INT32": 4}
+ITEMSIZE = {"DT_FLOAT16": 2, "DT_FLOAT": 4, "DT_BF16": 2, "DT_INT32": 4, "DT_INT8": 1, "DT_BOOL": 1}
 
 
 def json_lines(text: str) -> list[dict]:

@@ -10,6 +10,8 @@ Each layer exercises one thing the compare must get right:
 - an RMS-norm chain (Square, ReduceMean, Add with a Const, Rsqrt, Mul, Mul) that GE fuses into one op;
 - a matmul whose weight goes through a GE-inserted TransData into FRACTAL_NZ (no FX counterpart);
 - Cast fp16 -> fp32 -> softmax -> Cast back, a 2-output SplitV;
+- GE-inserted Casts around a scaling Mul computed in fp32 (up to fp32, back down, to int8, to bool), whose outputs
+  are what CANN's Cast writes (`cann_cast`), from the values their input has in the dump;
 - `aten.max.dim`, whose GE op returns (indices int32, values) while FX has (values, indices int64): the
   output index and the dtype differ between the sides;
 - `aten.gelu` lowered to two GE ops, the inner one without `_fx_tensor_name`;
@@ -146,6 +148,7 @@ FX_SAVE_DTYPE = {
     int(DT.DT_BF16): "float32",  # torchair >= 2024-10 saves bf16 as float32
     int(DT.DT_INT64): "int64",
     int(DT.DT_INT32): "int32",
+    int(DT.DT_INT8): "int8",
     int(DT.DT_BOOL): "bool",
 }
 
@@ -162,6 +165,21 @@ def round_to(values: np.ndarray, dtype: int) -> np.ndarray:
     if dtype in casts:
         return np.asarray(values, dtype=np.float64).astype(casts[dtype]).astype(np.float64)
     return np.asarray(values)
+
+
+def cann_cast(values: np.ndarray, dtype: int) -> np.ndarray:
+    """What CANN's Cast kernel writes for `values` cast to `dtype` (its castMap): float → int rounds toward zero
+    and saturates, NaN becoming 0; → bool is `!= 0`; a float target rounds to nearest even."""
+    if dtype == int(DT.DT_BOOL):
+        return np.asarray(values) != 0
+    if dtype in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[dtype]
+        values = np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0, posinf=high, neginf=low)
+        return np.clip(np.trunc(values), low, high).astype(np.int64)
+    return round_to(np.asarray(values, dtype=np.float64), dtype)
+
+
+_INTEGER_RANGES = {int(DT.DT_INT8): (-128, 127), int(DT.DT_INT32): (-(2**31), 2**31 - 1)}
 
 
 Arg = Union["V", Sequence["V"], int, float, bool, str, tuple, None]
@@ -322,6 +340,7 @@ def build_model_values(
     b = _Builder(config, graph_name)
     h, s, dt = config.hidden, config.seq, config.dtype
     f32, i32, i64, bf16 = int(DT.DT_FLOAT), int(DT.DT_INT32), int(DT.DT_INT64), int(DT.DT_BF16)
+    i8, boolean = int(DT.DT_INT8), int(DT.DT_BOOL)
     rng = weights
     x = b.data(activations.standard_normal((s, h)), dt)
     for layer in range(config.layers):
@@ -374,6 +393,16 @@ def build_model_values(
         cat = b.op(f"{p}ConcatV2_{L}", "ConcatV2", [halves[0], gelu, axis],
                    lambda a, g, _: [np.concatenate([a, g], axis=-1)], [dt],
                    fx=(f"cat_{L}", "aten.cat.default", [[halves[0], gelu], -1]))[0]  # fmt: skip
+        # GE-inserted casts (not in the graph): a Mul in fp32 between an up-cast and a down-cast, then to int8
+        # (values up to +-150: some saturate) and to bool
+        scale_in = cat if dt == f32 else b.op(f"trans_Cast_{4 * L}", "Cast", [cat], lambda a: [a], [f32])[0]
+        thirty = b.const(f"{p}Const_s_{L}", 30.0, f32)
+        scaled30 = b.op(f"{p}Mul_s_{L}", "Mul", [scale_in, thirty], lambda a, c: [a * c], [f32],
+                        fx=(f"mul_s_{L}", "aten.mul.Tensor", [cat, 30.0]), fx_dtypes=[dt])[0]  # fmt: skip
+        if dt != f32:
+            scaled30 = b.op(f"trans_Cast_{4 * L + 1}", "Cast", [scaled30], lambda a: [cann_cast(a, dt)], [dt])[0]
+        quantized = b.op(f"trans_Cast_{4 * L + 2}", "Cast", [scaled30], lambda a: [cann_cast(a, i8)], [i8])[0]
+        b.op(f"trans_Cast_{4 * L + 3}", "Cast", [quantized], lambda a: [cann_cast(a, boolean)], [boolean])
         if L % 2 == 1:  # bf16 side branch
             xb = b.op(f"{p}Cast_bf_{L}", "Cast", [x], lambda a: [a], [bf16],
                       fx=(f"_to_copy_2_{L}", "aten._to_copy.default", [x]))[0]  # fmt: skip

@@ -36,7 +36,17 @@ from tcmp.schemas.records import IO
 from .fx_writer import FxEra, FxWriter
 from .ge_writer import TensorSpec, write_ge_dump
 from .graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
-from .model import FusionGroup, GeOpDef, ModelConfig, ModelGraph, ModelValues, OpKind, TensorRef, build_model_values
+from .model import (
+    FusionGroup,
+    GeOpDef,
+    ModelConfig,
+    ModelGraph,
+    ModelValues,
+    OpKind,
+    TensorRef,
+    build_model_values,
+    cann_cast,
+)
 
 MAX_FILE_NAME = 255  # longer dump names are replaced by a hash and recorded in mapping.csv
 BASE_TIMESTAMP_US = 1_764_400_000_000_000  # 16-digit µs timestamps, as gettimeofday gives today
@@ -233,6 +243,8 @@ class _ValueSource:
         self.rng = np.random.default_rng([config.seed, rank, token, 7])
         self.faults = {f.op: f for f in config.faults if f.applies(rank, token)}
         self.propagate = config.propagate_faults
+        # a GE-inserted Cast writes what the cast computes from its input as dumped (noise and upstream faults in)
+        self.casts = {op.name: op for op in graph.ge_ops if op.kind is OpKind.INSERTED and op.type == "Cast"}
         # op -> the faults its outputs carry, upstream first: an op below a 3 % error that itself makes NaN has both
         self.propagated: dict[str, list[Fault]] = {}
         self._cache: dict[tuple[TensorRef, int], np.ndarray] = {}
@@ -255,6 +267,13 @@ class _ValueSource:
 
     def target(self, ref: TensorRef, execution: int = 0) -> np.ndarray:
         key = (ref, execution)
+        if key not in self._cache and ref.op in self.casts:
+            op = self.casts[ref.op]
+            value = cann_cast(self.target(op.inputs[0], execution), op.output_dtypes[ref.index])
+            for fault in self.propagated.get(ref.op, ()):
+                if fault.op == ref.op:  # the upstream ones are in its input already
+                    value = _apply(fault, value)
+            self._cache[key] = value
         if key not in self._cache:
             value = self.golden(ref, execution)
             if self.noise and value.dtype.kind == "f":

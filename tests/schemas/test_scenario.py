@@ -315,10 +315,14 @@ def test_fx_files_hold_the_golden_values_in_the_fx_dtype(scenario):
 
 
 def node_output_dtype(graph: ModelGraph, node, k: int) -> int:
-    """FX output k's dtype: the GE tensor's, except aten.max.dim's indices, int64 in torch (int32 in GE)."""
+    """FX output k's dtype: the GE tensor's, except aten.max.dim's indices, int64 in torch (int32 in GE), and the
+    scaling Mul GE computes in float32 between its inserted casts: torch computes it in its argument's dtype."""
     ref = node.output_refs[k]
     if node.target == "aten.max.dim" and k == 1:
         return int(DT.DT_INT64)
+    if node.name.startswith("mul_s_"):
+        (source,) = node.args[0].refs
+        return graph.op(source.op).output_dtypes[source.index]
     return graph.op(ref.op).output_dtypes[ref.index]
 
 
