@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from tcmp.schemas.errors import DumpError
-from tcmp.schemas.fx_dump import read_npy_header
+from tcmp.schemas.fx_dump import read_fx_value, read_npy_header
 from tcmp.schemas.ge_dump import GeDumpReader
 from tcmp.schemas.layout import DumpFile, FileKind
 from tcmp.schemas.records import IO, TensorKind, TensorSummary
@@ -41,6 +41,26 @@ class FileShape:
     @property
     def numeric(self) -> bool:
         return self.kind in "biufc"
+
+
+def stored_shape(stored: TensorSummary) -> Optional[FileShape]:
+    """What the index's record of an FX file says of it: the same facts as the raw file's header (a pickled
+    argument: what the pickle holds), so that the pairing does not depend on whether the raw file is still there."""
+    if stored.kind is TensorKind.MIN_MAX:
+        return None  # an appendix min/max file: no shape, as its raw header gives none
+    try:
+        dtype = np.dtype(stored.dtype) if stored.dtype is not None else None
+    except TypeError:
+        dtype = None
+    return value_shape(stored.kind, dtype, stored.shape or ())
+
+
+def value_shape(kind: TensorKind, dtype: Optional[np.dtype], shape: tuple[int, ...]) -> FileShape:
+    """An FX file's shape and dtype kind from what tcmp read of it: a number or a tensor keeps its dtype's kind
+    (a bool or int scalar argument is no float); None, objects and strings are not tensors."""
+    if kind in (TensorKind.TENSOR, TensorKind.SCALAR) and dtype is not None:
+        return FileShape(tuple(shape) if kind is TensorKind.TENSOR else (), dtype.kind)
+    return FileShape(tuple(shape), "U" if kind is TensorKind.STRING else "O")
 
 
 class FxSide:
@@ -81,12 +101,14 @@ class FxSide:
     def _read_shape(self, file: DumpFile) -> Optional[FileShape]:
         stored = self.stored.get(file.path)
         if stored is not None:
-            numeric = stored.kind in (TensorKind.TENSOR, TensorKind.SCALAR)
-            return FileShape(stored.shape or (), "f" if numeric else "O") if stored.shape is not None else None
+            return stored_shape(stored)
         if file.kind is not FileKind.FX_NPY:
             return None
         try:
             header = read_npy_header(file.path)
+            if header.dtype.hasobject:  # a pickled argument: what it holds, as the index records it
+                value = read_fx_value(file.path)
+                return value_shape(value.kind, value.array.dtype if value.array is not None else None, header.shape)
         except (DumpError, OSError):  # OSError: it could be opened when listed (an I/O error, or gone since)
             return None
         return FileShape(header.shape, header.dtype.kind)
@@ -162,6 +184,8 @@ def _same_summary(ge: Optional[TensorSummary], fx: Optional[TensorSummary], file
     if ge is None or fx is None or ge.summary is None or fx.summary is None:
         return False
     a, b = ge.summary, fx.summary
+    if a.numel == 0 and b.numel == 0:
+        return True  # two empty tensors hold the same (no) values, as comparing their raw data finds
     return None not in (a.min, a.max, a.mean) and (a.min, a.max, a.mean) == (b.min, b.max, b.mean)
 
 
