@@ -25,6 +25,7 @@ from tcmp.schemas.stats_files import read_fx_min_max_npy
 
 from .cast_check import CastCheck, expected_output, expected_summary, numpy_dtype
 from .metrics import (
+    EMPTY_BOTH,
     BasicStats,
     Mode,
     Prepared,
@@ -321,6 +322,29 @@ def _has_statistics(summary: Optional[Summary]) -> bool:
     return summary is not None and any(v is not None for v in (summary.max, summary.min, summary.mean, summary.l2norm))
 
 
+def _no_elements(loaded: Loaded) -> bool:
+    """A tensor with no elements, by its summary's count or, where a source gives none, by its shape."""
+    numel = loaded.summary.numel if loaded.summary is not None else None
+    if numel is None and loaded.shape is not None:
+        numel = math.prod(loaded.shape)
+    return numel == 0
+
+
+def _where(ref: TensorRef, loaded: Loaded) -> str:
+    """Why a tensor has no statistics, naming where they came from (a stats CSV, an appendix file, tcmp's index)."""
+    kind = ref.files[0].kind if ref.files else None
+    s = loaded.summary
+    if s is not None and s.numel and s.nan_count == s.numel:
+        what = "every element is NaN"
+    else:
+        what = {
+            FileKind.GE_STATS_CSV: "a stats CSV's empty or NA cells",
+            FileKind.GE_MIN_MAX_NPZ: "an appendix min/max file without them",
+            FileKind.FX_MIN_MAX_NPY: "an appendix min/max file without them",
+        }.get(kind, "no numeric data")
+    return f"{what}; from tcmp's index, the raw file deleted" if ref.raw_deleted else what
+
+
 def _nan_inf(summary: Optional[Summary]) -> Optional[bool]:
     if summary is None or summary.nan_count is None:
         return None
@@ -383,8 +407,13 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
             one_side = tensor.nan_inf_mismatch and _nan_inf(npu.summary) != _nan_inf(bench.summary)
         elif mode is Mode.STATISTICS:
             empty = [side for side, x in (("NPU", npu), ("bench", bench)) if not _has_statistics(x.summary)]
-            if empty:  # nothing measured (a stats CSV's empty or NA cells): neither PASS nor FAIL
-                messages.append(f"{' and '.join(empty)}: no statistics recorded (a stats CSV's empty or NA cells)")
+            if _no_elements(npu) and _no_elements(bench):  # as in tensor mode: nothing to compare, nothing wrong
+                messages.append(EMPTY_BOTH)
+                judgement = Judgement(Result.PASS, True)
+            elif empty:  # nothing measured: neither PASS nor FAIL
+                sides = zip(("NPU", "bench"), (npu, bench), (pair.npu, pair.bench))
+                messages += [f"{side}: no statistics recorded ({_where(ref, x)})" for side, x, ref in sides
+                             if side in empty]  # fmt: skip
                 judgement = Judgement(Result.NA, False)
             else:
                 statistics = statistics_metrics(npu.summary, bench.summary)

@@ -92,7 +92,8 @@ def _from_summaries(
     """An execution known by its tensors' summaries only (a stats/min-max file, or the index's rows)."""
     inputs = tuple(_stored_meta(t) for t in tensors if t.io is IO.INPUT)
     outputs = tuple(_stored_meta(t) for t in tensors if t.io is IO.OUTPUT)
-    return GeExecution(op_name, op_type, timestamp, tuple(files), inputs, outputs, (None,) * len(outputs),
+    originals = tuple(t.original_op for t in tensors if t.io is IO.OUTPUT)  # the index's, as the header gave them
+    return GeExecution(op_name, op_type, timestamp, tuple(files), inputs, outputs, originals,
                        raw_deleted=raw_deleted)  # fmt: skip
 
 

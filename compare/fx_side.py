@@ -18,10 +18,10 @@ from typing import Optional
 import numpy as np
 
 from tcmp.schemas.errors import DumpError
-from tcmp.schemas.fx_dump import read_npy_header
+from tcmp.schemas.fx_dump import read_fx_value, read_npy_header
 from tcmp.schemas.ge_dump import GeDumpReader
 from tcmp.schemas.layout import DumpFile, FileKind
-from tcmp.schemas.records import IO, TensorKind, TensorSummary
+from tcmp.schemas.records import IO, Summary, TensorKind, TensorSummary
 
 from .executions import FxCall
 from .metrics import squeezed
@@ -41,6 +41,26 @@ class FileShape:
     @property
     def numeric(self) -> bool:
         return self.kind in "biufc"
+
+
+def stored_shape(stored: TensorSummary) -> Optional[FileShape]:
+    """What the index's record of an FX file says of it: the same facts as the raw file's header (a pickled
+    argument: what the pickle holds), so that the pairing does not depend on whether the raw file is still there."""
+    if stored.kind is TensorKind.MIN_MAX:
+        return None  # an appendix min/max file: no shape, as its raw header gives none
+    try:
+        dtype = np.dtype(stored.dtype) if stored.dtype is not None else None
+    except TypeError:
+        dtype = None
+    return value_shape(stored.kind, dtype, stored.shape or ())
+
+
+def value_shape(kind: TensorKind, dtype: Optional[np.dtype], shape: tuple[int, ...]) -> FileShape:
+    """An FX file's shape and dtype kind from what tcmp read of it: a number or a tensor keeps its dtype's kind
+    (a bool or int scalar argument is no float); None, objects and strings are not tensors."""
+    if kind in (TensorKind.TENSOR, TensorKind.SCALAR) and dtype is not None:
+        return FileShape(tuple(shape) if kind is TensorKind.TENSOR else (), dtype.kind)
+    return FileShape(tuple(shape), "U" if kind is TensorKind.STRING else "O")
 
 
 class FxSide:
@@ -81,12 +101,14 @@ class FxSide:
     def _read_shape(self, file: DumpFile) -> Optional[FileShape]:
         stored = self.stored.get(file.path)
         if stored is not None:
-            numeric = stored.kind in (TensorKind.TENSOR, TensorKind.SCALAR)
-            return FileShape(stored.shape or (), "f" if numeric else "O") if stored.shape is not None else None
+            return stored_shape(stored)
         if file.kind is not FileKind.FX_NPY:
             return None
         try:
             header = read_npy_header(file.path)
+            if header.dtype.hasobject:  # a pickled argument: what it holds, as the index records it
+                value = read_fx_value(file.path)
+                return value_shape(value.kind, value.array.dtype if value.array is not None else None, header.shape)
         except (DumpError, OSError):  # OSError: it could be opened when listed (an I/O error, or gone since)
             return None
         return FileShape(header.shape, header.dtype.kind)
@@ -140,28 +162,49 @@ class FxSide:
 
     def holds(self, file: DumpFile, e, k: int) -> bool:
         """Whether an FX file holds the values of input `k` of GE execution `e` (a graph input both runs were fed:
-        the same values, up to the FX dumper's float32 for bfloat16); from the summaries where a raw side is gone."""
+        the same values, up to the FX dumper's float32 for bfloat16): by value where both are raw, else by their
+        summaries (a raw side summarized as the index summarizes it)."""
         meta = e.tensor(IO.INPUT, k)
-        stored = self.stored.get(file.path)
-        if (meta is not None and meta.stored is not None) or stored is not None or len(e.files) != 1 or not e.headers:
-            return _same_summary(meta.stored if meta is not None else None, stored, file)
+        ge_stored = meta.stored if meta is not None else None
+        fx_stored = self.stored.get(file.path)
+        ge_raw = ge_stored is None and len(e.files) == 1 and bool(e.headers)
+        if ge_stored is None and not ge_raw:
+            return False
         try:
-            with GeDumpReader(e.headers[0]) as reader:
-                ge = reader.load(reader.dump.tensor(IO.INPUT, k)).array
-            fx = np.load(file.path, allow_pickle=False)
+            ge = _ge_input(e, k) if ge_raw else None
+            fx = np.load(file.path, allow_pickle=False) if fx_stored is None else None
         except (DumpError, OSError, ValueError, IndexError):
             return False
-        if ge is None or ge.size != fx.size or ge.dtype.kind not in "biuf" or fx.dtype.kind not in "biuf":
-            return False
-        return bool(np.array_equal(np.asarray(ge, dtype=np.float64).reshape(-1), fx.astype(np.float64).reshape(-1)))
+        if ge is not None and fx is not None:
+            if ge.size != fx.size or ge.dtype.kind not in "biuf" or fx.dtype.kind not in "biuf":
+                return False
+            return bool(np.array_equal(np.asarray(ge, dtype=np.float64).reshape(-1), fx.astype(np.float64).reshape(-1)))
+        ge_summary = ge_stored.summary if ge_stored is not None else _summary_of(ge)
+        fx_summary = fx_stored.summary if fx_stored is not None else _summary_of(fx)
+        return _same_summary(ge_summary, fx_summary)
 
 
-def _same_summary(ge: Optional[TensorSummary], fx: Optional[TensorSummary], file: DumpFile) -> bool:
+def _ge_input(e, k: int) -> Optional[np.ndarray]:
+    with GeDumpReader(e.headers[0]) as reader:
+        return reader.load(reader.dump.tensor(IO.INPUT, k)).array
+
+
+def _summary_of(array: Optional[np.ndarray]) -> Optional[Summary]:
+    """A raw tensor's summary, as the index stores it (None for what the index would not summarize)."""
+    from .summary import summarize  # the one definition of the index's summaries
+
+    if array is None or array.dtype.kind not in "biuf":
+        return None
+    return summarize(array, with_crc=False)
+
+
+def _same_summary(a: Optional[Summary], b: Optional[Summary]) -> bool:
     """Summary-level equality of a GE tensor and an FX file: their min, max and mean (a CRC-32 is of each side's
     own dtype)."""
-    if ge is None or fx is None or ge.summary is None or fx.summary is None:
+    if a is None or b is None:
         return False
-    a, b = ge.summary, fx.summary
+    if a.numel == 0 and b.numel == 0:
+        return True  # two empty tensors hold the same (no) values, as comparing their raw data finds
     return None not in (a.min, a.max, a.mean) and (a.min, a.max, a.mean) == (b.min, b.max, b.mean)
 
 

@@ -216,6 +216,9 @@ def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
     return compare_prepared(n, b)
 
 
+EMPTY_BOTH = "This is empty data on both sides, nothing to compare."  # msprobe's words: a PASS in every mode
+
+
 def _mismatch(n_shape, b_shape, size: int, n_dtype: np.dtype, b_dtype: np.dtype, messages: list[str]):
     """The metrics of a pair that cannot be compared (shapes, empty), else None; notes a dtype difference."""
     if squeezed(n_shape) != squeezed(b_shape):
@@ -223,7 +226,7 @@ def _mismatch(n_shape, b_shape, size: int, n_dtype: np.dtype, b_dtype: np.dtype,
             [f"Shape of NPU {list(n_shape)} and bench {list(b_shape)} tensor do not match."], shape_mismatch=True
         )
     if size == 0:
-        return TensorMetrics(NA, NA, NA, NA, NA, NA, ("This is empty data on both sides, nothing to compare.",))
+        return TensorMetrics(NA, NA, NA, NA, NA, NA, (EMPTY_BOTH,))
     if n_dtype != b_dtype:
         messages.append(f"Dtype of NPU ({n_dtype}) and bench ({b_dtype}) tensor do not match; compared after casting.")
     return None

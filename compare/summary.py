@@ -250,7 +250,13 @@ def _not_dumped(tensor: GeTensor) -> TensorSummary:
         device_format=tensor.format_name,
         device_shape=tensor.shape,
         notes=(NOT_DUMPED,),
+        original_op=_original_op(tensor),
     )
+
+
+def _original_op(tensor: GeTensor) -> Optional[tuple[str, int]]:
+    op = tensor.original_op
+    return (op.name, op.output_index) if op is not None else None
 
 
 def _ge_binary(file: DumpFile, engine: Engine) -> FileSummary:
@@ -280,6 +286,7 @@ def _ge_binary(file: DumpFile, engine: Engine) -> FileSummary:
                     device_format=tensor.format_name,
                     device_shape=tensor.shape,
                     notes=loaded.notes,
+                    original_op=_original_op(tensor),
                 )
             )
     return FileSummary(file.path, dump.op_name or file.op_name, dump.dump_time or file.timestamp, tuple(tensors))

@@ -93,6 +93,9 @@ class TensorSummary:
     device_format: Optional[str] = None
     device_shape: Optional[tuple[int, ...]] = None
     notes: tuple[str, ...] = ()
+    # GE outputs: the header's `OpOutput.original_op` (the pre-fusion op and output a fused op's output stands for),
+    # which pairs the output as it pairs from the raw file
+    original_op: Optional[tuple[str, int]] = None
 
 
 @dataclass(frozen=True)

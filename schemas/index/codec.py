@@ -164,6 +164,7 @@ def tensor_rows(file_id: int, tensors: Sequence[TensorSummary]) -> Iterator[tupl
             _shape_text(tensor.device_shape),
             *numbers,
             json_or_none(tensor.notes),
+            *(tensor.original_op if tensor.original_op is not None else (None, None)),
         )
 
 
@@ -174,7 +175,7 @@ def graph_op_row(file_id: int, op: GraphOp) -> tuple:
 
 def tensor_summary(row: tuple) -> TensorSummary:
     (_, _, io, index, sub_index, kind, dtype, shape, device_format, device_shape, has_summary, numel, low, high,
-     mean, l2, nan_count, inf_count, crc32, flags, notes) = row  # fmt: skip
+     mean, l2, nan_count, inf_count, crc32, flags, notes, original_op, original_op_index) = row  # fmt: skip
     summary = None
     if has_summary:
         summary = Summary(
@@ -198,6 +199,7 @@ def tensor_summary(row: tuple) -> TensorSummary:
         device_format=device_format,
         device_shape=_shape_of(device_shape),
         notes=tuple(json.loads(notes)) if notes else (),
+        original_op=(original_op, original_op_index) if original_op is not None else None,
     )
 
 

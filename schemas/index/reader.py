@@ -20,8 +20,8 @@ from .codec import KINDS, SIDES, STATES, graph_op, int_or_none, rebuild_dump_fil
 from .schema import (
     FILES_SELECT,
     INDEX_FILE,
+    OLDEST_READABLE_VERSION,
     SCHEMA_VERSION,
-    TENSOR_COLUMNS,
     FileKey,
     FileState,
     IndexUnusable,
@@ -30,6 +30,7 @@ from .schema import (
     prefix_range,
     rows_in,
     schema_version_of,
+    tensor_columns,
 )
 from .writer import DaemonState
 
@@ -103,7 +104,7 @@ class IndexReader:
         self.conn = conn
         self.immutable = immutable
         self.schema_version = schema_version_of(conn)
-        if self.schema_version != SCHEMA_VERSION:
+        if not OLDEST_READABLE_VERSION <= self.schema_version <= SCHEMA_VERSION:
             conn.close()
             if self.schema_version == 0:  # the schema is created in one transaction, just after the file
                 raise IndexUnusable(f"{path}: an empty index (a daemon starting right now creates its tables)")
@@ -231,7 +232,7 @@ class IndexReader:
         """Stored summaries of many files at once (batched queries), in the order given."""
         by_id: dict[int, list[TensorSummary]] = {f.id: [] for f in files}
         query = (
-            f"SELECT {', '.join(TENSOR_COLUMNS)} FROM tensors WHERE file_id IN ({{placeholders}}) "
+            f"SELECT {', '.join(tensor_columns(self.schema_version))} FROM tensors WHERE file_id IN ({{placeholders}}) "
             "ORDER BY file_id, position"
         )
         for row in rows_in(self.conn, query, list(by_id)):

@@ -13,7 +13,9 @@ from urllib.parse import quote
 
 from ..layout import INDEX_DIR
 
-SCHEMA_VERSION = 1
+# 2: tensors.original_op / original_op_index (a GE output's `original_op`). A version-1 index is read as it is
+# (those columns NULL: not recorded) and upgraded in place by the first writer that opens it.
+SCHEMA_VERSION = 2
 INDEX_FILE = "index.sqlite"
 BUSY_TIMEOUT_S = 10.0  # readers
 WRITER_BUSY_TIMEOUT_S = 5.0  # the daemon retries a locked index itself, and says so in its log
@@ -127,6 +129,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
             "crc32": int,
             "float_flags": int,
             "notes": str,
+            "original_op": str,
+            "original_op_index": int,
         },
         pk=("file_id", "position"),
         foreign_keys=[("file_id", "files", "id")],
@@ -183,6 +187,37 @@ def create_schema(conn: sqlite3.Connection) -> None:
     conn.commit()
 
 
+# What each version added, as statements that bring an index of the version before up to it.
+UPGRADES = {
+    2: (
+        "ALTER TABLE tensors ADD COLUMN original_op TEXT",
+        "ALTER TABLE tensors ADD COLUMN original_op_index INTEGER",
+    ),
+}
+OLDEST_READABLE_VERSION = 1
+
+
+def upgrade_schema(conn: sqlite3.Connection, version: int) -> None:
+    """Bring an index of `version` up to SCHEMA_VERSION in one transaction (readers see it before or after)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in UPGRADES[step]:
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+
+
+def tensor_columns(version: int) -> tuple[str, ...]:
+    """The columns to select from the tensors table of an index of `version`, in TENSOR_COLUMNS order: NULL for
+    those it does not have."""
+    missing = {"original_op", "original_op_index"} if version < 2 else set()
+    return tuple("NULL" if c in missing else c for c in TENSOR_COLUMNS)
+
+
 def schema_version_of(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
@@ -229,7 +264,7 @@ FILE_COLUMNS = (
 TENSOR_COLUMNS = (
     "file_id", "position", "io", "io_index", "io_sub_index", "kind", "dtype", "shape", "device_format",
     "device_shape", "has_summary", "numel", "min", "max", "mean", "l2norm", "nan_count", "inf_count", "crc32",
-    "float_flags", "notes",
+    "float_flags", "notes", "original_op", "original_op_index",
 )  # fmt: skip
 FILES_SELECT = (
     "SELECT id, path, inode, size, mtime_ns, side, kind, rank, token, model, run, device, model_id, op_type, "

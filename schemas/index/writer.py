@@ -29,6 +29,7 @@ from .schema import (
     prefix_range,
     rows_in,
     schema_version_of,
+    upgrade_schema,
 )
 
 
@@ -140,8 +141,10 @@ class IndexWriter:
             if self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
                 raise IndexUnusable(f"{self.path}: cannot switch the index to WAL mode")
             self.conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-            if version < SCHEMA_VERSION:
+            if version == 0:
                 create_schema(self.conn)
+            elif version < SCHEMA_VERSION:
+                upgrade_schema(self.conn, version)
             self.conn.isolation_level = None  # explicit BEGIN IMMEDIATE / COMMIT from here on
             row = self.conn.execute("SELECT max(seq) FROM commits").fetchone()
         except sqlite3.Error as exc:

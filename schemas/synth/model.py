@@ -21,6 +21,9 @@ Each layer exercises one thing the compare must get right:
 - layer 0: a 12-way split and a cat of the pieces in reverse order (FX `INPUT.0.10` vs `INPUT.0.2`, `OUTPUT.11`),
   and an op executed twice per token.
 
+Two options add what the defaults do not write (the defaults' output is unchanged): `pow_norm` makes the norm's
+square a Pow with a float32 Const exponent from an int FX argument, `empty_cache` adds empty tensors.
+
 Graph op names of layer 1 carry a `/`-scope and dots (sanitized to `_` in dump file names); `long_names`
 layers get scope prefixes long enough that the fused op's file name exceeds 255 bytes (a hashed file name) or
 its name exceeds 512 characters (GE then calls it `{first}_ub_fusion`).
@@ -116,6 +119,12 @@ class ModelConfig:
     dtype: int = int(DT.DT_FLOAT16)
     long_names: tuple[int, ...] = ()  # layers with long scope prefixes
     first_scope: str = ""  # name prefix of layer 0's ops: names as hostile as a user's (control characters, markup)
+    # The RMS norm's square as GE's Pow with a float32 Const exponent, converted from `aten.pow.Tensor_Scalar(x, 2)`
+    # (an int argument: a constant that is no float scalar argument of its FX call)
+    pow_norm: bool = False
+    # Layer 0 reads an empty KV cache (a [0, hidden/2] graph input, as on a decode's first token): a cat with it
+    # and a Mul of it, so empty tensors are dumped as inputs and as an output
+    empty_cache: bool = False
 
     def __post_init__(self) -> None:
         if self.seq < 12 or self.seq == self.hidden or self.hidden % 2:
@@ -350,8 +359,13 @@ def build_model_values(
         eps = b.const(f"{p}Const_{L}", 1e-6, dt)
 
         # RMS norm, fused by GE into one op
-        sq = b.op(f"{p}Square_{L}", "Square", [x], lambda a: [a * a], [dt],
-                  fx=(f"pow_{L}", "aten.pow.Tensor_Scalar", [x, 2]))[0]  # fmt: skip
+        if config.pow_norm:
+            exponent = b.const(f"{p}Const_pow_{L}", 2.0, f32)
+            sq = b.op(f"{p}Pow_{L}", "Pow", [x, exponent], lambda a, e: [a**e], [dt],
+                      fx=(f"pow_{L}", "aten.pow.Tensor_Scalar", [x, 2]))[0]  # fmt: skip
+        else:
+            sq = b.op(f"{p}Square_{L}", "Square", [x], lambda a: [a * a], [dt],
+                      fx=(f"pow_{L}", "aten.pow.Tensor_Scalar", [x, 2]))[0]  # fmt: skip
         mean = b.op(f"{p}ReduceMean_{L}", "ReduceMeanD", [sq], lambda a: [a.mean(-1, keepdims=True)], [dt],
                     fx=(f"mean_{L}", "aten.mean.dim", [sq, (-1,), True]))[0]  # fmt: skip
         add = b.op(f"{p}Add_{L}", "Add", [mean, eps], lambda a, e: [a + e], [dt],
@@ -362,7 +376,8 @@ def build_model_values(
                    fx=(f"mul_{L}", "aten.mul.Tensor", [x, rsqrt]))[0]  # fmt: skip
         normed = b.op(f"{p}Mul_1_{L}", "Mul", [mul, w_norm], lambda a, w: [a * w], [dt],
                       fx=(f"mul_1_{L}", "aten.mul.Tensor", [mul, w_norm]))[0]  # fmt: skip
-        members = [f"{p}{n}_{L}" for n in ("Square", "ReduceMean", "Add", "Rsqrt", "Mul", "Mul_1")]
+        square = "Pow" if config.pow_norm else "Square"
+        members = [f"{p}{n}_{L}" for n in (square, "ReduceMean", "Add", "Rsqrt", "Mul", "Mul_1")]
         b.fuse(members, "AutomaticBufferFusionOp" if L % 2 == 0 else "FusedRmsNorm", record_original_op=L % 2 == 0)
 
         # matmul with its weight moved to FRACTAL_NZ by a GE-inserted TransData
@@ -416,6 +431,14 @@ def build_model_values(
                  fx=("cat_big", "aten.cat.default", [pieces[::-1], 0]))  # fmt: skip
             b.op("Mul_rep_0", "Mul", [cat], lambda a, k=0: [a * (k + 1)], [dt],
                  fx=("mul_rep_0", "aten.mul.Tensor", [cat, 1]), repeat=2)  # fmt: skip
+            if config.empty_cache:
+                cache = b.data(np.zeros((0, h // 2)), dt)
+                cache_axis = b.const("ConcatV2_kv/axis", 0, i32)
+                b.op("ConcatV2_kv", "ConcatV2", [cache, halves[1], cache_axis],
+                     lambda c, k, _: [np.concatenate([c, k], axis=0)], [dt],
+                     fx=("cat_kv", "aten.cat.default", [[cache, halves[1]], 0]))  # fmt: skip
+                b.op("Mul_kv", "Mul", [cache, cache], lambda a, c: [a * c], [dt],
+                     fx=("mul_kv", "aten.mul.Tensor", [cache, cache]))  # fmt: skip
         x = b.op(f"{p}Add_1_{L}", "Add", [x, cat], lambda a, c: [a + c], [dt],
                  fx=(f"add_1_{L}", "aten.add.Tensor", [x, cat]), control=[f"{p}Mul_g_{L}"])[0]  # fmt: skip
     return b.graph(), b.values

@@ -110,6 +110,9 @@ class ScenarioConfig:
     ffts_ops: tuple[str, ...] = ()  # target ops written as two FFTS+ slice files (automatic mode)
     capture_names: bool = False  # adump capture-mode file names (6 fields) instead of the GE 5-field form
     undumped: tuple[Undumped, ...] = ()
+    # Target ops whose task ran twice in every token: a stray execution (its own task id, dumped just before the
+    # real one, output 0 one row short) that neither golden has
+    rerun_ops: tuple[str, ...] = ()
     # How torchair named the graph files: by default the form of the FX era's time (graph_names); and where it
     # wrote them, relative to the scenario root (torchair's graph_dump.path), None: in the GE dump root.
     graph_name_form: Optional[GraphNameForm] = None
@@ -140,6 +143,7 @@ class TargetOp:
     inserted: bool = False  # GE-inserted op (TransData / Cast without FX counterpart)
     inner: bool = False  # inner op of a multi-op expansion (its outputs have no FX tensor)
     undumped: tuple[tuple[IO, int], ...] = ()  # its tensors written without data (device address 0)
+    rerun: bool = False  # the stray execution of a `rerun_ops` op (no golden counterpart)
 
 
 @dataclass(frozen=True)
@@ -356,6 +360,10 @@ class _GeWriter:
         directory.mkdir(parents=True, exist_ok=True)
         layout = _TensorLayout(graph)
         for op in _dump_ops(graph, self.fused):
+            strays = 0
+            if self.is_target and op.name in self.config.rerun_ops:
+                self._write_rerun(directory, rank, graph_number, token, op, source, layout, clock)
+                strays = 1
             for execution in range(op.repeat):
                 ts, task = clock.tick()
                 fault = source.faults.get(op.name) if self.is_target else None
@@ -378,11 +386,28 @@ class _GeWriter:
                     _damage(paths[0], fault.kind)
                 if self.is_target:
                     self.records.append(
-                        TargetOp(rank, token, graph_number, op.name, op.type, execution, paths,
+                        TargetOp(rank, token, graph_number, op.name, op.type, strays + execution, paths,
                                  fault.kind if fault else None, op.members,
                                  inserted=op.kind is OpKind.INSERTED, inner=op.kind is OpKind.INNER,
                                  undumped=tuple(sorted(skipped)))
                     )  # fmt: skip
+
+    def _write_rerun(
+        self, directory: Path, rank: int, graph_number: int, token: int, op: _DumpOp, source: _ValueSource,
+        layout: _TensorLayout, clock: _Clock,
+    ) -> None:  # fmt: skip
+        """The stray execution of a task run again: the op's inputs, its outputs with output 0 a row short."""
+        ts, task = clock.tick()
+        inputs = [self._spec(source, layout, ref, 0) for ref in op.inputs]
+        outputs = [self._spec(source, layout, ref, 0, original) for ref, original in zip(op.outputs, op.original_ops)]
+        first = np.asarray(outputs[0].values)
+        outputs[0] = replace(outputs[0], values=first[:-1] if first.ndim else first, format=int(Format.ND))
+        path = directory / self._file_name(directory, op, ts, task, 0)
+        write_ge_dump(path, op.name, inputs, outputs, dump_time=ts)
+        self.records.append(
+            TargetOp(rank, token, graph_number, op.name, op.type, 0, (path,), None, op.members,
+                     inserted=op.kind is OpKind.INSERTED, inner=op.kind is OpKind.INNER, rerun=True)
+        )  # fmt: skip
 
     def _undumped(self, op_name: str) -> set[tuple[IO, int]]:
         wanted = [u for u in self.config.undumped if u.op == op_name]

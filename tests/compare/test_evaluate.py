@@ -5,10 +5,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.evaluate import Loaded, TensorLoader, Unavailable, _at_npu_precision, _in_npu_shape
-from tcmp.compare.metrics import Mode
+from tcmp.compare.evaluate import Loaded, TensorLoader, Unavailable, _at_npu_precision, _in_npu_shape, evaluate
+from tcmp.compare.metrics import EMPTY_BOTH, Mode
 from tcmp.compare.records import Pair, TensorRef
-from tcmp.schemas.records import IO, Summary
+from tcmp.compare.verdict import Result, Thresholds
+from tcmp.schemas.layout import DumpFile, locate
+from tcmp.schemas.records import IO, Summary, TensorKind, TensorSummary
 
 
 def scalar_summary(value: float) -> Summary:
@@ -71,3 +73,58 @@ def test_a_reshaped_golden_tensor_takes_the_npu_shape_only_with_as_many_elements
     assert _in_npu_shape(npu, flat, TensorRef((), IO.OUTPUT, 0)) is flat
     with pytest.raises(Unavailable, match="no reshape"):
         _in_npu_shape(npu, Loaded(np.zeros(7, np.float32), None, "float32", (7,)), reshaped)
+
+
+def _summary_pair(tmp_path, npu: TensorSummary, bench: TensorSummary, npu_name: str, from_index: bool) -> Pair:
+    """A pair of tensors known by their summaries only: a GE file (`npu_name`: a dump or a stats CSV) and an FX
+    file, both deleted by `tcmp watch` (`from_index`) or not."""
+    step = tmp_path / "msprobe_ge_dump/worldsize1_global_rank0/20261129083000/0/graph_1_0/1/0"
+    fx_step = tmp_path / "msprobe_fx_dump/worldsize1_global_rank0/gm_20261129083000000000_dump/0"
+    fx_name = "cat_kv-aten.cat.default.INPUT.0.0.20261129083000000017.npy"
+    files = [locate(step / npu_name, mapping={}), locate(fx_step / fx_name, mapping={})]
+    assert all(isinstance(f, DumpFile) for f in files)
+    refs = [TensorRef((f,), IO.INPUT, 0, stored=s, raw_deleted=from_index) for f, s in zip(files, (npu, bench))]
+    return Pair(0, 0, "graph_1", "ConcatV2_kv", "ConcatV2", 0, 0, IO.INPUT, 0, *refs)
+
+
+def _record(summary, shape, dtype="DT_FLOAT16", kind=TensorKind.TENSOR) -> TensorSummary:
+    return TensorSummary(IO.INPUT, 0, None, kind, dtype, shape, summary)
+
+
+EMPTY = Summary(0, None, None, None, None, 0, 0, None)  # what summarizing an empty tensor gives
+
+
+@pytest.mark.parametrize("from_index", [False, True])
+@pytest.mark.parametrize(
+    ("name", "npu"),
+    [
+        ("ConcatV2.ConcatV2_kv.17.2.1764400000000592", _record(EMPTY, (0, 32))),
+        # a stats CSV gives no element count: its shape says the tensor is empty
+        ("ConcatV2.ConcatV2_kv.17.2.1764400000000592.csv",
+         _record(Summary(None, None, None), (0, 32), kind=TensorKind.STATS)),
+    ],
+)  # fmt: skip
+def test_empty_tensors_pass_in_statistics_mode_as_in_tensor_mode(tmp_path, from_index, name, npu):
+    pair = _summary_pair(tmp_path, npu, _record(EMPTY, (0, 32), "float16"), name, from_index)
+    row = evaluate(pair, Mode.STATISTICS, Thresholds(), TensorLoader())
+    assert (row.result, row.accuracy_reached) == (Result.PASS, True)
+    assert EMPTY_BOTH in row.messages
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "from_index", "says"),
+    [
+        ("ConcatV2.ConcatV2_kv.17.2.1764400000000592.csv", TensorKind.STATS, False, "a stats CSV's empty or NA cells"),
+        ("ConcatV2.ConcatV2_kv.17.2.1764400000000592.csv", TensorKind.STATS, True,
+         "a stats CSV's empty or NA cells; from tcmp's index, the raw file deleted"),
+        ("ConcatV2.ConcatV2_kv.17.2.1764400000000592", TensorKind.RAW, True,
+         "no numeric data; from tcmp's index, the raw file deleted"),
+    ],
+)  # fmt: skip
+def test_missing_statistics_name_their_real_source(tmp_path, name, kind, from_index, says):
+    npu = _record(Summary(None, None, None), (4, 32), kind=kind)
+    bench = _record(Summary(128, -1.0, 1.0, 0.0, 3.0, 0, 0, None), (4, 32), "float16")
+    row = evaluate(_summary_pair(tmp_path, npu, bench, name, from_index), Mode.STATISTICS, Thresholds(), TensorLoader())
+    assert row.result is Result.NA
+    assert f"NPU: no statistics recorded ({says})" in row.messages
+    assert not any("bench: no statistics" in m for m in row.messages)

@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -82,7 +83,8 @@ def test_hand_made_summaries_come_back_exactly(root):
         (
             _tensor(IO.INPUT, 0, Summary(6, -1.5, math.inf, math.nan, math.inf, 0, 2, 123),
                     device_format="FRACTAL_NZ", device_shape=(1, 1, 16, 16), notes=("padding ignored", "ünïcode")),
-            _tensor(IO.OUTPUT, 0, Summary(6, None, None, None, None, 6, 0, 0), dtype="DT_FLOAT"),
+            _tensor(IO.OUTPUT, 0, Summary(6, None, None, None, None, 6, 0, 0), dtype="DT_FLOAT",
+                    original_op=("layer.0/Add", 1)),  # the header's OpOutput.original_op
             _tensor(IO.OUTPUT, 1, Summary(None, None, None, crc32=0xFFFFFFFF), kind=TensorKind.RAW, shape=(7,)),
             _tensor(IO.OUTPUT, 2, Summary(2, -0.0, 0.0, -0.0, 0.0, 0, 0, 1)),  # SQLite drops the sign of zero
         ),
@@ -302,6 +304,44 @@ def test_find_index_walks_up_and_open_index_refuses_what_it_cannot_read(root, tm
         open_index(root)
     with pytest.raises(IndexUnusable, match="newer tcmp"):
         IndexWriter(default_index_path(root))
+
+
+def _as_version_1(path: Path) -> None:
+    """Make a current index what version 1 (tcmp before the original_op columns) wrote: the same tables without
+    those columns, user_version 1."""
+    conn = sqlite3.connect(path)
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(tensors)")]
+    assert columns[-2:] == ["original_op", "original_op_index"]
+    conn.execute("ALTER TABLE tensors DROP COLUMN original_op")
+    conn.execute("ALTER TABLE tensors DROP COLUMN original_op_index")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+
+
+def test_an_index_of_schema_1_is_read_and_upgraded_in_place(root):
+    """An index written before the original_op columns opens: its summaries read back with original_op None (not
+    recorded); the first writer adds the columns, keeps every row, and records original_op from then on."""
+    old = _touch(root / GE_DIR / "Add.Add_0.12.2.1764400000000037")
+    new = _touch(root / GE_DIR / "Add.Add_1.13.2.1764400000000074")
+    output = _tensor(IO.OUTPUT, 0, Summary(6, -1.0, 2.0, 0.5, 3.0, 0, 0, 9), original_op=("Add_0", 0))
+    path = default_index_path(root)
+    with IndexWriter(path) as writer:
+        writer.add_root(root)
+        writer.write([SummaryRow(_dump_file(old), _key(old), FileSummary(old, "Add_0", None, (output,)))])
+    _as_version_1(path)
+    with open_index(root) as reader:
+        assert reader.schema_version == 1
+        (back,) = reader.summaries_of(reader.files_under(root))
+    assert back.tensors == (replace(output, original_op=None),)
+    with IndexWriter(path) as writer:
+        summary = FileSummary(new, "Add_1", None, (replace(output, original_op=("Add_1", 0)),))
+        writer.write([SummaryRow(_dump_file(new), _key(new), summary)])
+    with open_index(root) as reader:
+        assert reader.schema_version == SCHEMA_VERSION == 2
+        files = reader.files_under(root)
+        back = {f.path: s.tensors[0].original_op for f, s in zip(files, reader.summaries_of(files))}
+    assert back == {old: None, new: ("Add_1", 0)}
 
 
 def test_writer_never_creates_a_missing_root(tmp_path):
