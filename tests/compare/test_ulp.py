@@ -191,6 +191,11 @@ def test_the_column_follows_five_thousandth_err_ratio_in_tensor_mode_only():
     tensor = columns(Mode.TENSOR)
     assert tensor[tensor.index("Five Thousandth Err Ratio") + 1] == "MaxUlpErr"
     assert "MaxUlpErr" not in columns(Mode.STATISTICS) and "MaxUlpErr" not in columns(Mode.MD5)
+    # one cell per metric column, in the column's place
+    m = tensor_metrics(np.float16([1.0, 2.0]), np.float16([1.0, 2.0 + 2.0**-9]))
+    metric_columns = tensor[tensor.index("Cosine") : tensor.index("MaxUlpErr") + 1]
+    assert len(m.cells) == len(metric_columns) and m.cells[metric_columns.index("MaxUlpErr")] == 1
+    assert m.cells[metric_columns.index("MaxRelativeErr")] == m.max_relative_err
 
 
 def test_the_rule_is_declared_once_and_the_legend_and_readme_say_it():
