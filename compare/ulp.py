@@ -1,6 +1,6 @@
-"""Rounding noise is not an error (spec/compare-decisions.md, "Decided turn 3"): the one declaration of the rule,
-its k and the unit it counts in, read by the metrics (MaxUlpErr), the verdict, the console legend, the HTML page
-and the README (a test checks the README's sentence is `RULE.text()`).
+"""Rounding noise is not an error: the one declaration of the rule, its k and the unit it counts in, read by the
+metrics (MaxUlpErr), the verdict, the console legend, the HTML page and the README (a test checks the README's
+sentence is `RULE.text()`).
 
 A unit in the last place (ulp) is msprobe's, as its API precision standard computes it: at a bench element b, one
 ulp of a dtype with `mantissa_bits` stored significand bits is 2^(floor(log2|b|) - mantissa_bits), the exponent

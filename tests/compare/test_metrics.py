@@ -2,7 +2,7 @@
 vocabulary (compare-decisions.md). Every expected number is recomputed here from the formulas written out in the
 spec (float64 cosine/EucDist/MaxAbsErr; relative errors in msprobe's result type with its ε substitution; 12-decimal
 rounding), and checked against the value the spec table prints. msprobe rounds a cosine above 0.9999 to 6 decimals
-as well; tcmp does not (README, "Cosine digits"), so its cosine is checked to round to msprobe's printed one.
+as well; tcmp does not (README, "Numbers"), so its cosine is checked to round to msprobe's printed one.
 
 Every test here runs twice: with the compiled pair loop (compare/_fused.c) and with the numpy path that stands in
 where that extension is not built."""
