@@ -168,7 +168,7 @@ def _pass(directories: Sequence[str], pairs: Sequence[tuple], out) -> None:
         sums = reused.get(key)
         if sums is None:
             sums = reused[key] = _fused.pair_sums(npu_bytes, npu_kind, bench.reshape(-1).view(np.uint8), bench_kind)
-        n_max, n_min, n_sum, nn, b_max, b_min, b_sum, bb, dot, d_max, d_min, dd, rel, one, five = sums
+        n_max, n_min, n_sum, nn, b_max, b_min, b_sum, bb, dot, d_max, d_min, dd, rel, one, five, _ulps = sums
         n = npu.size
         cosine = dot / math.sqrt(nn * bb) if nn and bb else math.nan
         out.write(

@@ -70,7 +70,29 @@ typedef struct {
 typedef struct {
     double dot, diff_max, diff_min, diff_squares, rel_max;
     long long below_one, below_five;
+    /* MaxUlpErr (tcmp.compare.ulp): |n - b| in ulps of a dtype with `ulp_mantissa` significand bits at b's
+     * magnitude, the exponent within [ulp_min_exponent, 126]; not computed when ulp_mantissa < 0 */
+    int ulp_mantissa, ulp_min_exponent;
+    double ulp_max;
 } cross_t;
+
+/* floor(log2|x|) of a normal x from its exponent bits; zero and subnormals give less than any normal exponent,
+ * which the caller's floor (the smallest normal exponent of the ulp's dtype, >= -126) replaces. */
+static inline int32_t exponent_of_float(float x) {
+    bits32_t v;
+    v.f = x;
+    return (int32_t)((v.u >> 23) & 0xffu) - 127;
+}
+
+static inline int32_t exponent_of_double(double x) {
+    union {
+        uint64_t u;
+        double f;
+    } v;
+    v.f = x;
+    int32_t e = (int32_t)((v.u >> 52) & 0x7ffu) - 1023;
+    return e < -127 ? -127 : e > 127 ? 127 : e;
+}
 
 /* Everything for one relative-error type RT (float or double). */
 #define RT_LOOPS(RT)                                                                                             \
@@ -135,6 +157,25 @@ typedef struct {
             c5 += r < five;                                                                                      \
         }                                                                                                        \
         c->rel_max = (double)r_max, c->below_one += c1, c->below_five += c5;                                     \
+        if (c->ulp_mantissa < 0) return;                                                                         \
+        /* |n - b| / ulp(b), the ulp a power of two: a multiplication by 2^-exponent (built from its bits, in      \
+         * float: the exponent is clamped to [min_exponent, 126]) and by 2^mantissa, exact; 32-bit integers only, \
+         * so it vectorizes */                                                                                   \
+        const int32_t lowest = c->ulp_min_exponent;                                                              \
+        const double two_m = (double)((uint64_t)1 << c->ulp_mantissa);                                           \
+        double u_max = c->ulp_max;                                                                               \
+        _Pragma("omp simd reduction(max: u_max)")                                                               \
+        for (Py_ssize_t i = 0; i < count; i++) {                                                                 \
+            double d = (double)n[i] - (double)b[i];                                                              \
+            int32_t e = (int32_t)exponent_of_##RT(b[i]);                                                         \
+            e = e < lowest ? lowest : e;                                                                         \
+            e = e > 126 ? 126 : e;                                                                               \
+            bits32_t inverse;                                                                                    \
+            inverse.u = (uint32_t)(127 - e) << 23;                                                               \
+            double u = (d < 0 ? -d : d) * (double)inverse.f * two_m;                                             \
+            u_max = u > u_max ? u : u_max;                                                                       \
+        }                                                                                                        \
+        c->ulp_max = u_max;                                                                                      \
     }                                                                                                            \
                                                                                                                  \
     SIMD_CLONES static void pair_##RT(const void *np_, int nk, const void *bp_, int bk, Py_ssize_t size,         \
@@ -487,20 +528,26 @@ PyDoc_STRVAR(float16_summary_doc,
 /* ---- the module ---------------------------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(pair_sums_doc,
-             "pair_sums(npu, npu_kind, bench, bench_kind) -> tuple\n\n"
+             "pair_sums(npu, npu_kind, bench, bench_kind[, ulp_mantissa, ulp_min_exponent]) -> tuple\n\n"
              "npu and bench: C-contiguous buffers of the same element count, aligned to their element size;\n"
              "kinds: 0 float16, 1 bfloat16, 2 float32, 3 float64. Returns (npu max, min, sum, sum of squares,\n"
              "bench max, min, sum, sum of squares, dot, max and min of npu - bench, sum of its squares,\n"
-             "max relative error, count below 0.001, count below 0.005).");
+             "max relative error, count below 0.001, count below 0.005, max |npu - bench| in ulps).\n"
+             "The ulps are those of a dtype of ulp_mantissa significand bits at each bench element's magnitude,\n"
+             "its exponent within [ulp_min_exponent, 126]; NaN when ulp_mantissa is -1 (the default).");
 
 static PyObject *pair_sums(PyObject *module, PyObject *args) {
     Py_buffer n, b;
-    int nk, bk;
+    int nk, bk, ulp_mantissa = -1, ulp_min_exponent = 0;
     (void)module;
-    if (!PyArg_ParseTuple(args, "y*iy*i", &n, &nk, &b, &bk)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*iy*i|ii", &n, &nk, &b, &bk, &ulp_mantissa, &ulp_min_exponent)) return NULL;
     PyObject *result = NULL;
     if (nk < 0 || nk > 3 || bk < 0 || bk > 3) {
         PyErr_SetString(PyExc_ValueError, "unknown element kind");
+        goto done;
+    }
+    if (ulp_mantissa > 52 || ulp_min_exponent < -126 || ulp_min_exponent > 0) {
+        PyErr_SetString(PyExc_ValueError, "ulp_mantissa must be -1 or 0..52, ulp_min_exponent -126..0");
         goto done;
     }
     if (n.len % ITEMSIZE[nk] || b.len % ITEMSIZE[bk] || n.len / ITEMSIZE[nk] != b.len / ITEMSIZE[bk]) {
@@ -513,16 +560,16 @@ static PyObject *pair_sums(PyObject *module, PyObject *args) {
     }
     Py_ssize_t size = n.len / ITEMSIZE[nk];
     side_t ns = {-INFINITY, INFINITY, 0.0, 0.0}, bs = {-INFINITY, INFINITY, 0.0, 0.0};
-    cross_t c = {0.0, -INFINITY, INFINITY, 0.0, 0.0, 0, 0};
+    cross_t c = {0.0, -INFINITY, INFINITY, 0.0, 0.0, 0, 0, ulp_mantissa < 0 ? -1 : ulp_mantissa, ulp_min_exponent, 0.0};
     Py_BEGIN_ALLOW_THREADS
     if (nk == K_FLOAT64 || bk == K_FLOAT64)
         pair_double(n.buf, nk, b.buf, bk, size, &ns, &bs, &c);
     else
         pair_float(n.buf, nk, b.buf, bk, size, &ns, &bs, &c);
     Py_END_ALLOW_THREADS
-    result = Py_BuildValue("(ddddddddddddd" "LL)", ns.max, ns.min, ns.sum, ns.squares, bs.max, bs.min, bs.sum,
+    result = Py_BuildValue("(ddddddddddddd" "LLd)", ns.max, ns.min, ns.sum, ns.squares, bs.max, bs.min, bs.sum,
                            bs.squares, c.dot, c.diff_max, c.diff_min, c.diff_squares, c.rel_max, c.below_one,
-                           c.below_five);
+                           c.below_five, c.ulp_mantissa < 0 ? NAN : c.ulp_max);
 done:
     PyBuffer_Release(&n);
     PyBuffer_Release(&b);

@@ -21,6 +21,7 @@ from .metrics import Mode
 from .records import Row, TensorStats
 from .run import CompareResult, Counts, Divergence, RankResult
 from .table import message, number
+from .ulp import RULE
 from .verdict import Colour, Result, Thresholds
 
 WORST_SHOWN = 5
@@ -202,6 +203,7 @@ def legend(mode: Mode, t: Thresholds) -> list[str]:
             f"Accuracy Reached or Not (msprobe's legacy rule): Yes when Cosine >= {t.legacy_cosine_floor:g}, "
             f"MaxAbsErr <= {t.legacy_max_abs_err_ceiling:g}, and not both Cosine < {t.legacy_cosine:g} and "
             f"MaxAbsErr > {t.legacy_max_abs_err:g}.",
+            RULE.text(),
         ]
     elif mode is Mode.STATISTICS:
         rules = [

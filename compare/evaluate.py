@@ -404,6 +404,8 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
         if mode is Mode.TENSOR:
             messages += tensor.messages
             judgement = judge_tensor(tensor, thresholds)
+            if judgement.note is not None:
+                messages.append(judgement.note)
             one_side = tensor.nan_inf_mismatch and _nan_inf(npu.summary) != _nan_inf(bench.summary)
         elif mode is Mode.STATISTICS:
             empty = [side for side, x in (("NPU", npu), ("bench", bench)) if not _has_statistics(x.summary)]

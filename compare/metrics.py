@@ -2,8 +2,12 @@
 26.2.0, spec/msprobe-compare-semantics.md §1.2, §2, §3, so numbers can be cross-checked with the tool users know).
 
 Cells hold a float, or `NA` when a metric cannot be computed (the reason goes to the row's messages). Rounding is
-msprobe's: 12 fixed decimals for Cosine, MaxAbsErr, MaxRelativeErr and the ratios (`fmt`), Cosine additionally to
-6 decimals above 0.9999; EucDist is not rounded.
+msprobe's: 12 fixed decimals for Cosine, MaxAbsErr, MaxRelativeErr and the ratios (`fmt`); EucDist and MaxUlpErr
+are not rounded. msprobe also rounds Cosine to 6 decimals above 0.9999; tcmp does not (the README says why), and
+keeps 1 - Cosine at full precision for the HTML page's chart (`cosine_distance`).
+
+MaxUlpErr is the largest |N - B| in units in the last place of the lower-precision dtype of the two sides, at each
+bench element's magnitude (`ulp.RULE`).
 
 Where tcmp deliberately differs from msprobe: nothing is masked (a golden 0 facing an NPU 100 shows as an absolute
 error of 100), shapes are compared after dropping size-1 dims and never flattened into each other, int vs float is
@@ -28,6 +32,8 @@ import numpy as np
 
 from tcmp.schemas.dtypes import to_float32
 from tcmp.schemas.records import Summary
+
+from .ulp import RULE, UlpTolerance
 
 try:
     from . import _fused  # the compiled pair loop (_fused.c)
@@ -55,10 +61,10 @@ class _NotAvailable:
 NA = _NotAvailable()
 Cell = Union[float, _NotAvailable]
 
-COSINE_ROUND_ABOVE = 0.9999
 ONE_THOUSANDTH = 0.001
 FIVE_THOUSANDTHS = 0.005
 _EPS64 = float(np.finfo(np.float64).eps)
+MAX_ULP_EXPONENT = 126  # the compiled loop builds 2^-exponent as a float32
 
 
 def fmt(value: float) -> float:
@@ -82,22 +88,33 @@ class TensorMetrics:
     max_relative_err: Cell
     one_thousandth: Cell
     five_thousandths: Cell
+    max_ulp_err: Cell  # in ulps of `ulp_unit`; NA where the pair has none (ints, float8) or nothing was compared
     messages: tuple[str, ...]
+    ulp_unit: Optional[UlpTolerance] = None
     nan_inf_mismatch: bool = False  # NaN/inf at different positions (or on one side only)
     shape_mismatch: bool = False
     both_zero: bool = False  # both sides all zero (a NaN-free, trustworthy cosine of 1.0)
     stats: Optional[tuple[BasicStats, BasicStats]] = None  # (NPU, bench) when computed on the way
+    cosine_distance: Optional[float] = None  # 1 - Cosine, unrounded (the page's chart); None: Cosine no number
 
     @property
     def cells(self) -> tuple[Cell, ...]:
+        """The metric cells, in the order of `TENSOR_CELLS`."""
         return (
             self.cosine, self.euc_dist, self.max_abs_err, self.max_relative_err, self.one_thousandth,
-            self.five_thousandths,
+            self.five_thousandths, self.max_ulp_err,
         )  # fmt: skip
 
 
-def _all_na(messages: list[str], **flags: bool) -> TensorMetrics:
-    return TensorMetrics(NA, NA, NA, NA, NA, NA, tuple(messages), **flags)
+# The column names of `TensorMetrics.cells`, in that order (the table's tensor-mode metric columns).
+TENSOR_CELLS = (
+    "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandth Err Ratio",
+    "MaxUlpErr",
+)  # fmt: skip
+
+
+def _all_na(messages: Sequence[str], **flags: bool) -> TensorMetrics:
+    return TensorMetrics(*(NA,) * len(TENSOR_CELLS), messages=tuple(messages), **flags)
 
 
 def squeezed(shape: Sequence[int]) -> tuple[int, ...]:
@@ -202,10 +219,11 @@ class PairSums:
     max_rel: float  # relative errors in msprobe's result type, with its ε substitution where bench == 0
     below_one: int  # relative errors below 0.001 (compared in that type)
     below_five: int
+    max_ulps: float  # max |npu - bench| in ulps of the pair's `ulp_unit`; NaN when it has none
 
 
 def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
-    """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio."""
+    """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio, MaxUlpErr."""
     fused = fused_metrics(npu, bench)
     if fused is not None:
         return fused
@@ -226,7 +244,7 @@ def _mismatch(n_shape, b_shape, size: int, n_dtype: np.dtype, b_dtype: np.dtype,
             [f"Shape of NPU {list(n_shape)} and bench {list(b_shape)} tensor do not match."], shape_mismatch=True
         )
     if size == 0:
-        return TensorMetrics(NA, NA, NA, NA, NA, NA, (EMPTY_BOTH,))
+        return _all_na((EMPTY_BOTH,))
     if n_dtype != b_dtype:
         messages.append(f"Dtype of NPU ({n_dtype}) and bench ({b_dtype}) tensor do not match; compared after casting.")
     return None
@@ -263,8 +281,10 @@ def fused_metrics(npu: np.ndarray, bench: np.ndarray) -> Optional[TensorMetrics]
     unmatched = _mismatch(npu.shape, bench.shape, npu.size, npu.dtype, bench.dtype, messages)
     if unmatched is not None:
         return unmatched
-    n_max, n_min, n_sum, nn, b_max, b_min, b_sum, bb, dot, d_max, d_min, dd, rel, one, five = _fused.pair_sums(
-        _flat_bytes(npu), nk, _flat_bytes(bench), bk
+    unit = RULE.unit(npu.dtype, bench.dtype)
+    ulp_args = () if unit is None else (unit.mantissa_bits, unit.min_exponent)
+    n_max, n_min, n_sum, nn, b_max, b_min, b_sum, bb, dot, d_max, d_min, dd, rel, one, five, ulps = _fused.pair_sums(
+        _flat_bytes(npu), nk, _flat_bytes(bench), bk, *ulp_args
     )
     if not (math.isfinite(nn) and math.isfinite(bb)):
         return None
@@ -273,7 +293,8 @@ def fused_metrics(npu: np.ndarray, bench: np.ndarray) -> Optional[TensorMetrics]
         BasicStats(n_max, n_min, n_sum / size, math.sqrt(nn)),
         BasicStats(b_max, b_min, b_sum / size, math.sqrt(bb)),
     )
-    return _from_sums(PairSums(nn, bb, dot, max(d_max, -d_min), dd, rel, one, five), size, messages, stats)
+    sums = PairSums(nn, bb, dot, max(d_max, -d_min), dd, rel, one, five, ulps)
+    return _from_sums(sums, size, messages, stats, unit)
 
 
 def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
@@ -284,10 +305,11 @@ def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
     if unmatched is not None:
         return unmatched
     rt = _relative_type(n.flat.dtype, b.flat.dtype)
+    unit = RULE.unit(n.original_dtype, b.original_dtype)
     if n.finite and b.finite:
         rel = _relative_errors(n.as_type(rt), b.as_type(rt), b.zeros(rt))
-        sums = _numpy_sums(n.f64, b.f64, n.squares, b.squares, rel)
-        return _from_sums(sums, rel.size, messages, (n.stats, b.stats))
+        sums = _numpy_sums(n.f64, b.f64, n.squares, b.squares, rel, unit)
+        return _from_sums(sums, rel.size, messages, (n.stats, b.stats), unit)
     # NaN/inf somewhere (rare): the slow, exact path
     cleaned = _zero_matched_nan_inf(n.flat, b.flat, messages)
     if cleaned is None:
@@ -295,29 +317,53 @@ def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
     n64, b64 = (c.astype(np.float64, copy=False) for c in cleaned)
     b_rt = b64.astype(rt, copy=False)
     rel = _relative_errors(n64.astype(rt, copy=False), b_rt, b_rt == 0)
-    sums = _numpy_sums(n64, b64, float(np.dot(n64, n64)), float(np.dot(b64, b64)), rel)
-    return _from_sums(sums, rel.size, messages, None)
+    sums = _numpy_sums(n64, b64, float(np.dot(n64, n64)), float(np.dot(b64, b64)), rel, unit)
+    return _from_sums(sums, rel.size, messages, None, unit)
 
 
-def _numpy_sums(n64: np.ndarray, b64: np.ndarray, nn: float, bb: float, rel: np.ndarray) -> PairSums:
+def _numpy_sums(
+    n64: np.ndarray, b64: np.ndarray, nn: float, bb: float, rel: np.ndarray, unit: Optional[UlpTolerance]
+) -> PairSums:
     diff = n64 - b64
+    dot, max_abs, diff_squares = float(np.dot(n64, b64)), max(float(diff.max()), -float(diff.min())), float(
+        np.dot(diff, diff))  # fmt: skip
     return PairSums(
-        nn, bb, float(np.dot(n64, b64)), max(float(diff.max()), -float(diff.min())), float(np.dot(diff, diff)),
-        float(rel.max()), int(np.count_nonzero(rel < ONE_THOUSANDTH)), int(np.count_nonzero(rel < FIVE_THOUSANDTHS)),
+        nn, bb, dot, max_abs, diff_squares, float(rel.max()), int(np.count_nonzero(rel < ONE_THOUSANDTH)),
+        int(np.count_nonzero(rel < FIVE_THOUSANDTHS)), math.nan if unit is None else _max_ulps(diff, b64, unit),
     )  # fmt: skip
 
 
+def _max_ulps(diff: np.ndarray, b64: np.ndarray, unit: UlpTolerance) -> float:
+    """max |diff| / ulp(b), the ulp of `unit` at each bench element: 2^(max(floor(log2|b|), min_exponent) -
+    mantissa_bits), its exponent read from b's float64 bits (b's own dtype widens to float64 exactly). As in the
+    compiled loop, exponents above 126 count as 126 (|b| >= 2^127: more ulps, never fewer). `diff` is overwritten;
+    one integer array is made."""
+    exponent = np.ascontiguousarray(b64).view(np.int64) >> 52  # sign and exponent bits
+    np.bitwise_and(exponent, 0x7FF, out=exponent)
+    np.subtract(exponent, 1023, out=exponent)  # floor(log2|b|); zero and subnormals fall below the floor
+    np.clip(exponent, unit.min_exponent, MAX_ULP_EXPONENT, out=exponent)
+    np.subtract(unit.mantissa_bits, exponent, out=exponent)
+    np.abs(diff, out=diff)
+    np.ldexp(diff, exponent, out=diff)  # a power of two: exact
+    return float(diff.max())
+
+
 def _from_sums(
-    s: PairSums, size: int, messages: list[str], stats: Optional[tuple[BasicStats, BasicStats]]
-) -> TensorMetrics:
+    s: PairSums, size: int, messages: list[str], stats: Optional[tuple[BasicStats, BasicStats]],
+    unit: Optional[UlpTolerance],
+) -> TensorMetrics:  # fmt: skip
     max_abs, max_rel = fmt(s.max_abs), fmt(s.max_rel)
+    ulps: Cell = NA if unit is None else s.max_ulps
     if size == 1:
         messages.append("Single element: Cosine, EucDist and the error ratios are not computed.")
-        return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, tuple(messages), stats=stats)
+        return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, ulps, tuple(messages), unit, stats=stats)
     one, five = fmt(s.below_one / size), fmt(s.below_five / size)
-    cosine, both_zero = _cosine(s.dot, s.npu_squares, s.bench_squares, messages)
+    cosine, distance, both_zero = _cosine(s.dot, s.npu_squares, s.bench_squares, messages)
     euc = math.sqrt(s.diff_squares)
-    return TensorMetrics(cosine, euc, max_abs, max_rel, one, five, tuple(messages), both_zero=both_zero, stats=stats)
+    return TensorMetrics(
+        cosine, euc, max_abs, max_rel, one, five, ulps, tuple(messages), unit, both_zero=both_zero, stats=stats,
+        cosine_distance=distance,
+    )  # fmt: skip
 
 
 def _relative_errors(n: np.ndarray, b: np.ndarray, zero: Optional[np.ndarray]) -> np.ndarray:
@@ -335,22 +381,22 @@ def _relative_errors(n: np.ndarray, b: np.ndarray, zero: Optional[np.ndarray]) -
     return rel
 
 
-def _cosine(dot: float, nn: float, bb: float, messages: list[str]) -> tuple[Cell, bool]:
+def _cosine(dot: float, nn: float, bb: float, messages: list[str]) -> tuple[Cell, Optional[float], bool]:
+    """(Cosine cell, 1 - Cosine unrounded, both sides all zero)."""
     n_norm, b_norm = math.sqrt(nn), math.sqrt(bb)
     if n_norm <= _EPS64 and b_norm <= _EPS64:
-        return 1.0, True
+        return 1.0, 0.0, True
     if n_norm <= _EPS64:
         messages.append("Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.")
-        return math.nan, False
+        return math.nan, None, False
     if b_norm <= _EPS64:
         messages.append("Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.")
-        return math.nan, False
+        return math.nan, None, False
     value = dot / (n_norm * b_norm)
     if math.isnan(value):
         messages.append("Cannot compare by Cosine Similarity, the dump data has NaN.")
-        return math.nan, False
-    value = fmt(value)
-    return (round(value, 6) if value > COSINE_ROUND_ABOVE else value), False
+        return math.nan, None, False
+    return fmt(value), 1.0 - value, False
 
 
 # --- statistics mode -----------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ DecompressionStream. The payload's fields are read by page_files/page.js:
     words     per column, the cells it     (a number) is an index into `words`; a JSON string is the cell
               holds most (the first DICTIONARY_LIMIT different ones): a row refers to them, no cell is repeated
     colour    "r"/"y"/"g" per row          out     "1" for an output row, "0" for an input
+    dist      per row: 1 - Cosine unrounded (tensor mode; null where there is no cosine), the chart's y
     node      per row: its op's node       x       per row: its op's place in the token's execution order
     nodes     {names, types, producers, found, table}: the graph (`PageGraph`); nodes [0, table) have rows
     meta      mode, thresholds, first divergences (token, node), file names
@@ -24,6 +25,7 @@ import base64
 import csv
 import io
 import json
+import math
 import zlib
 from array import array
 from collections.abc import Sequence
@@ -63,6 +65,7 @@ class PageWriter:
         self._outputs = bytearray()
         self._node = array("l")
         self._x = array("l")
+        self._distance = array("d")  # NaN: none
         self._ops: dict[tuple[str, str], int] = {}  # (graph label, op name) -> node
         self._op_types: list[str] = []
         self._next_x: dict[int, int] = {}  # token -> the place its next op takes
@@ -94,6 +97,7 @@ class PageWriter:
             if node == len(self._op_types):
                 self._op_types.append(op.op_type)
             self._node.append(node)
+            self._distance.append(math.nan if op.cosine_distance is None else op.cosine_distance)
             key = (op.graph, op.op_name, op.execution)
             if key not in placed:
                 token = int(cells[0])
@@ -129,6 +133,7 @@ class PageWriter:
             "out": self._outputs.decode(),
             "node": self._node.tolist(),
             "x": self._x.tolist(),
+            "dist": [None if math.isnan(d) else d for d in self._distance] if self.mode is Mode.TENSOR else [],
             "nodes": {
                 "names": graph.names, "types": graph.types, "producers": graph.producers, "found": graph.found,
                 "table": len(table_ops),

@@ -16,9 +16,11 @@ from typing import Callable, Optional
 from tcmp import __version__
 
 from .console import group_divergences, token_ranges
+from .metrics import Mode
 from .records import UnmatchedKind
 from .run import CompareResult, Counts, RankResult
 from .table import UNMATCHED_COLUMNS
+from .ulp import RULE
 
 ITEMS_SHOWN = 500  # unmatched items listed per kind; the unmatched CSV has every one
 REASONS_KEPT = 50  # distinct reasons counted per kind; the others are counted together
@@ -105,12 +107,13 @@ def _divergences(rank: RankResult, node_of: NodeOf) -> str:
 def header_html(result: CompareResult, rank: RankResult, node_of: NodeOf) -> str:
     title = "tcmp compare" + ("" if rank.rank is None else f" · rank {rank.rank}")
     notes = "".join(f'<p class="note">note: {escape(n)}</p>' for n in result.notes)
+    rule = f'<p class="rule" id="ulp-rule">{escape(RULE.text())}</p>' if result.mode is Mode.TENSOR else ""
     return (
         f"<header><h1>{escape(title)}</h1><dl>"
         f"<dt>target</dt><dd>{escape(str(result.options.target))}</dd>"
         f"<dt>golden</dt><dd>{escape(str(result.options.golden))} ({escape(result.golden_description)})</dd>"
         f"<dt>data mode</dt><dd>{result.mode.value} ({escape(result.mode_reason)})</dd>"
-        f"{_counts(rank.counts, rank)}</dl>{_divergences(rank, node_of)}{notes}</header>"
+        f"{_counts(rank.counts, rank)}</dl>{_divergences(rank, node_of)}{rule}{notes}</header>"
     )
 
 

@@ -86,7 +86,7 @@ class RankWriter:
         self._unmatched_handle = open(self.temp["unmatched"], "w", newline="", encoding="utf-8")  # noqa: SIM115
         self._unmatched = csv.writer(self._unmatched_handle)
         self._unmatched.writerow(UNMATCHED_COLUMNS)
-        self._xlsx = XlsxStream(self.temp["xlsx"], columns(mode)) if highlight else None
+        self._xlsx = XlsxStream(self.temp["xlsx"], mode) if highlight else None
         self.page = PageWriter(mode) if html else None
 
     def add_rows(self, rows: RenderedRows) -> None:

@@ -20,14 +20,11 @@ from typing import NamedTuple, Optional, Union
 
 from tcmp.schemas.records import IO
 
-from .metrics import NA, Mode
+from .metrics import NA, TENSOR_CELLS, Mode
 from .records import Row, Unmatched
 from .verdict import Colour
 
-TENSOR_COLUMNS = (
-    "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandth Err Ratio",
-    "Requires_grad Consistent",
-)  # fmt: skip
+TENSOR_COLUMNS = (*TENSOR_CELLS, "Requires_grad Consistent")
 STATISTICS_COLUMNS = (
     "Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr",
     "NormRelativeErr",
@@ -45,9 +42,9 @@ LEADING = (
 )  # fmt: skip
 TRAILING = ("Result", "Accuracy Reached or Not", "Err_message")
 UNMATCHED_COLUMNS = ("Side", "Token", "Rank", "Op Name", "Op Type", "IO", "Index", "Path", "Kind", "Reason")
-STATISTICS_RELATIVE_COLUMNS = frozenset(STATISTICS_COLUMNS[4:])  # the ones the xlsx shows as percentages
+STATISTICS_RELATIVE_COLUMNS = STATISTICS_COLUMNS[4:]  # the ones the xlsx shows as percentages (statistics mode only)
 _INTEGER_COLUMNS = frozenset(("Token", "Rank", *NAN_INF_COLUMNS))
-NUMBER_COLUMNS = frozenset((*TENSOR_COLUMNS[:6], *STATISTICS_COLUMNS, *STATS_COLUMNS, *_INTEGER_COLUMNS))
+NUMBER_COLUMNS = frozenset((*TENSOR_CELLS, *STATISTICS_COLUMNS, *STATS_COLUMNS, *_INTEGER_COLUMNS))
 SIGNIFICANT_DIGITS = 8  # tells 0.9999 from 1 and 0.0099999996 from 0.01; a float32 value to its last digit or so
 MESSAGE_SEPARATOR = "; "
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -61,6 +58,15 @@ def columns(mode: Mode) -> tuple[str, ...]:
     if mode is Mode.STATISTICS:
         return LEADING + STATISTICS_COLUMNS + STATS_COLUMNS + NAN_INF_COLUMNS + TRAILING
     return LEADING + MD5_COLUMNS + TRAILING
+
+
+def percent_columns(mode: Mode) -> frozenset[int]:
+    """Where in `columns(mode)` the xlsx shows a fraction as a percentage: statistics mode's relative errors (a
+    tensor-mode MaxRelativeErr, of the same name, stays a plain number, as msprobe writes it)."""
+    if mode is not Mode.STATISTICS:
+        return frozenset()
+    header = columns(mode)
+    return frozenset(header.index(name) for name in STATISTICS_RELATIVE_COLUMNS)
 
 
 def number(value: Optional[float]) -> str:
@@ -118,7 +124,7 @@ def row_cells(row: Row, mode: Mode) -> list[str]:
         _shape(row.bench.shape),
     ]
     if mode is Mode.TENSOR:
-        cells += [number(c) for c in row.tensor.cells] if row.tensor else ["N/A"] * 6
+        cells += [number(c) for c in row.tensor.cells] if row.tensor else ["N/A"] * len(TENSOR_CELLS)
         cells.append("N/A")  # Requires_grad Consistent: torchair inference dumps do not record it
     elif mode is Mode.STATISTICS:
         if row.statistics is None:
@@ -176,13 +182,15 @@ def unmatched_cells(u: Unmatched) -> list[str]:
 
 class RowOp(NamedTuple):
     """What the HTML page needs of a row besides its cells: the op it belongs to (the CSV names it only inside the
-    API Name, and has no op type) and whether the row is an output."""
+    API Name, and has no op type), whether the row is an output, and 1 - Cosine at full precision (the chart's
+    y; the Cosine cell's 8 digits would draw noise near 1 as steps)."""
 
     graph: str  # the binding's label: its graph's name, else its model's
     op_name: str
     op_type: str
     execution: int
     output: bool
+    cosine_distance: Optional[float] = None  # no cosine (not tensor mode, an N/A or NaN cell)
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,8 @@ def render_rows(rows: Sequence[Row], mode: Mode) -> RenderedRows:
     text = io.StringIO(newline="")
     csv.writer(text).writerows(row_cells(row, mode) for row in rows)
     ops = tuple(
-        RowOp(r.pair.graph, r.pair.op_name, r.pair.op_type, r.pair.execution, r.pair.io is IO.OUTPUT) for r in rows
-    )
+        RowOp(r.pair.graph, r.pair.op_name, r.pair.op_type, r.pair.execution, r.pair.io is IO.OUTPUT,
+              r.tensor.cosine_distance if r.tensor is not None else None)
+        for r in rows
+    )  # fmt: skip
     return RenderedRows(text.getvalue(), tuple(row.colour for row in rows), ops)

@@ -1,5 +1,6 @@
 """Result (PASS/FAIL), "Accuracy Reached or Not" and the highlight colour of a row (spec/compare-decisions.md,
-"Judgement" and "Colours"). Every threshold is a field of `Thresholds`, and a CLI option with the same default."""
+"Judgement" and "Colours"). Every threshold is a field of `Thresholds`, and a CLI option with the same default;
+the rounding-noise rule of tensor mode (`ulp.RULE`) is declared with its k where the metrics read it too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .metrics import NA, Cell, StatDiff, StatisticsMetrics, TensorMetrics
+from .ulp import RULE
 
 
 class Result(str, enum.Enum):
@@ -45,6 +47,7 @@ class Thresholds:
 class Judgement:
     result: Result
     accuracy_reached: bool
+    note: Optional[str] = None  # why the verdict is not the plain rule's (for Err_message)
 
 
 def _lt(cell: Cell, limit: float) -> bool:
@@ -66,7 +69,7 @@ def judge_tensor(m: TensorMetrics, t: Thresholds) -> Judgement:
         return Judgement(Result.PASS, True)
     if m.cosine is NA:  # single element: judged by its relative error alone
         passed = _lt(m.max_relative_err, t.max_relative_err)
-        return Judgement(Result.PASS if passed else Result.FAIL, _le(m.max_abs_err, t.legacy_max_abs_err_ceiling))
+        return _rounding_noise(m, passed, _le(m.max_abs_err, t.legacy_max_abs_err_ceiling))
     passed = _ge(m.cosine, t.cosine) and _lt(m.max_relative_err, t.max_relative_err)
     cosine = m.cosine if isinstance(m.cosine, float) else math.nan
     if math.isnan(cosine):
@@ -77,7 +80,17 @@ def judge_tensor(m: TensorMetrics, t: Thresholds) -> Judgement:
         and cosine >= t.legacy_cosine_floor
         and max_abs <= t.legacy_max_abs_err_ceiling
     )
-    return Judgement(Result.PASS if passed else Result.FAIL, reached)
+    return _rounding_noise(m, passed, reached)
+
+
+def _rounding_noise(m: TensorMetrics, passed: bool, reached: bool) -> Judgement:
+    """The plain rule's verdict, but for a row it would FAIL whose every element is within `RULE.k` ulps: PASS,
+    with a note saying so (Accuracy Reached stays msprobe's)."""
+    if passed:
+        return Judgement(Result.PASS, reached)
+    if m.ulp_unit is not None and isinstance(m.max_ulp_err, float) and RULE.within(m.max_ulp_err):
+        return Judgement(Result.PASS, reached, RULE.message(m.ulp_unit))
+    return Judgement(Result.FAIL, reached)
 
 
 def _stat_within(d: StatDiff, bench: Optional[float], scale: float, t: Thresholds) -> bool:

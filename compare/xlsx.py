@@ -1,7 +1,7 @@
 """The highlighted report (`--highlight`): the CSV's rows in an .xlsx, each row filled by its colour
 (spec/compare-decisions.md "Colours"), numbers stored as numbers (Excel sorts and filters them as numbers), the
-header frozen and filterable, columns as wide as what they hold. Statistics relative errors are shown as
-percentages; the stored value is the fraction the CSV holds.
+header frozen and filterable, columns as wide as what they hold. Statistics-mode relative errors are shown as
+percentages (a tensor-mode MaxRelativeErr is not); the stored value is the fraction the CSV holds.
 
 xlsxwriter in constant-memory mode: rows go to disk as they are written, so a report of a million rows takes no
 more memory than one of ten.
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .table import STATISTICS_RELATIVE_COLUMNS, typed
+from .metrics import Mode
+from .table import columns, percent_columns, typed
 from .verdict import Colour
 
 FILLS = {Colour.RED: "#FF0000", Colour.YELLOW: "#FFFF00", Colour.GREEN: "#C6EFCE"}
@@ -26,14 +27,14 @@ class XlsxStream:
 
     LIMIT = 1_048_575  # data rows per sheet
 
-    def __init__(self, path: Path, header: Sequence[str]) -> None:
+    def __init__(self, path: Path, mode: Mode) -> None:
         import xlsxwriter
 
         self.book = xlsxwriter.Workbook(
             str(path), {"constant_memory": True, "strings_to_numbers": False, "strings_to_formulas": False}
         )
-        self.header = tuple(header)
-        self.percent = frozenset(i for i, name in enumerate(self.header) if name in STATISTICS_RELATIVE_COLUMNS)
+        self.header = columns(mode)
+        self.percent = percent_columns(mode)
         self.bold = self.book.add_format({"bold": True})
         self.fills = {c: self.book.add_format({"bg_color": rgb, "pattern": 1}) for c, rgb in FILLS.items()}
         self.percent_fills = {

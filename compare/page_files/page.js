@@ -103,7 +103,8 @@
     const cell = (i, name) => m.rows[i][m.col[name]];
     if (m.meta.mode === "tensor") {
       return [
-        { label: "1 − Cosine", value: (i) => 1 - num(cell(i, "Cosine")), limit: 1 - t.cosine, log: true,
+        // from the unrounded cosine (`dist`), not the cell: near 1 its 8 digits would draw the noise as steps
+        { label: "1 − Cosine", value: (i) => m.dist[i] ?? NaN, limit: 1 - t.cosine, log: true,
           shown: ["Cosine", "MaxRelativeErr", "MaxAbsErr"] },
         { label: "MaxRelativeErr", value: (i) => num(cell(i, "MaxRelativeErr")), limit: t.max_relative_err,
           log: true, shown: ["Cosine", "MaxRelativeErr", "MaxAbsErr"] },

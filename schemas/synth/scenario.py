@@ -9,7 +9,8 @@ Layout written under `root` (spec/dump-formats.md §4):
     golden_fx/…                                      per `FxEra`
 
 Values are exact: the golden FX tensors are the model's float64 values rounded to their dtype, and the target
-holds the same values (plus optional relative `noise`) except where a `Fault` says otherwise. Faults stay local
+holds the same values (plus optional relative `noise`, or `rounding_steps`: the few units in the last place a fused
+kernel's rounding moves a result by) except where a `Fault` says otherwise. Faults stay local
 unless `propagate_faults`: then everything downstream of the faulty op is off as well, which is what a real
 accuracy bug looks like (and what first-divergence analysis must see through). The returned `Scenario` lists
 every target op execution written, with its fault, so tests can check a compare against it.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
+import ml_dtypes
 import numpy as np
 
 from tcmp.schemas.dtypes import DataType
@@ -107,6 +109,9 @@ class ScenarioConfig:
     faults: tuple[Fault, ...] = ()
     propagate_faults: bool = False
     noise: float = 0.0
+    # the target's computed float tensors moved by a random whole number of units in the last place of their dtype,
+    # at most this many (-k..k per element): the rounding differences between a fused kernel and the unfused ops
+    rounding_steps: int = 0
     ffts_ops: tuple[str, ...] = ()  # target ops written as two FFTS+ slice files (automatic mode)
     capture_names: bool = False  # adump capture-mode file names (6 fields) instead of the GE 5-field form
     undumped: tuple[Undumped, ...] = ()
@@ -252,6 +257,8 @@ class _ValueSource:
         # op -> the faults its outputs carry, upstream first: an op below a 3 % error that itself makes NaN has both
         self.propagated: dict[str, list[Fault]] = {}
         self._cache: dict[tuple[TensorRef, int], np.ndarray] = {}
+        self.rounding_steps = config.rounding_steps
+        self._rounded = _rounded_refs(graph) if config.rounding_steps else {}
         if self.propagate:
             members = {g.name: g.members for g in graph.fusion_groups}
             position = {op.name: i for i, op in enumerate(graph.ge_ops)}
@@ -282,6 +289,8 @@ class _ValueSource:
             value = self.golden(ref, execution)
             if self.noise and value.dtype.kind == "f":
                 value = value * (1.0 + self.rng.uniform(-self.noise, self.noise, value.shape))
+            if ref in self._rounded and value.dtype.kind == "f":
+                value = _steps_away(value, self._rounded[ref], self.rounding_steps, self.rng)
             for fault in self.propagated.get(ref.op, ()):
                 value = _apply(fault, value)
             self._cache[key] = value
@@ -293,6 +302,41 @@ class _ValueSource:
         if fault is None or fault.kind not in VALUE_FAULTS:
             return None
         return None if self.propagate and fault.kind is not FaultKind.SHAPE else fault
+
+
+# (cast, significand bits, smallest normal exponent) of the float dtypes a rounding step is taken in
+_STEPS = {
+    int(DataType.DT_FLOAT16): (np.float16, 10, -14),
+    int(DataType.DT_BF16): (ml_dtypes.bfloat16, 7, -126),
+    int(DataType.DT_FLOAT): (np.float32, 23, -126),
+}
+
+
+def _rounded_refs(graph: ModelGraph) -> dict[TensorRef, int]:
+    """The tensors a kernel computes (outputs of converted ops, fp16/bf16/fp32), by dtype; not those a GE-inserted
+    op reads, whose self check compares them with their own copy (a Cast or TransData does not round again)."""
+    read_by_inserted = {ref for op in graph.ge_ops if op.kind is OpKind.INSERTED for ref in op.inputs}
+    return {
+        TensorRef(op.name, i): dtype
+        for op in graph.ge_ops
+        if op.kind in (OpKind.COMPUTE, OpKind.INNER)
+        for i, dtype in enumerate(op.output_dtypes)
+        if dtype in _STEPS and TensorRef(op.name, i) not in read_by_inserted
+    }
+
+
+def _steps_away(value: np.ndarray, dtype: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """`value` as `dtype` holds it, each element moved by -k..k of its units in the last place: away from zero
+    where that stays on the dtype's grid, else toward zero (across a power of two upward the step doubles)."""
+    cast, mantissa, lowest = _STEPS[dtype]
+    stored = np.asarray(value, dtype=np.float64).astype(cast).astype(np.float64)
+    magnitude = np.abs(stored)
+    exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, 1.0)))
+    exponent = np.where(magnitude > 0, np.maximum(exponent, lowest), lowest)
+    shift = rng.integers(-k, k + 1, stored.shape) * np.exp2(exponent - mantissa)
+    moved = stored + shift
+    on_grid = moved.astype(cast).astype(np.float64) == moved
+    return np.where(on_grid, moved, stored - shift)
 
 
 def _apply(fault: Fault, value: np.ndarray) -> np.ndarray:

@@ -156,6 +156,19 @@ def test_xlsx_holds_numbers_with_a_filter_a_frozen_header_and_fitting_widths(sta
         assert min(longest, 80) <= widths[column[name]] <= 82, (name, longest, widths[column[name]])
 
 
+def test_xlsx_shows_percentages_in_statistics_mode_only(statistics, tensor):
+    """Tensor mode's MaxRelativeErr is the same fraction as statistics mode's, but msprobe writes it as a plain
+    number: only statistics-mode relative errors are shown as percentages (issue 22, item 11)."""
+    for (_, report), percent in ((statistics, True), (tensor, False)):
+        rows = csv_rows(report.csv)
+        sheet = openpyxl.load_workbook(report.xlsx).active
+        column = {c.value: i + 1 for i, c in enumerate(sheet[1])}
+        shown = [sheet.cell(row=i, column=column["MaxRelativeErr"]) for i in range(2, len(rows) + 2)]
+        numbers = [c for c in shown if c.data_type == "n"]
+        assert numbers and all(c.number_format.endswith("%") == percent for c in numbers), report.xlsx
+        assert all(sheet.cell(row=i, column=column["NPU max"]).number_format == "General" for i in range(2, 12))
+
+
 def test_summary_json_holds_numbers_as_numbers(statistics):
     _, report = statistics
     summary = json.loads(report.summary.read_text())
