@@ -13,8 +13,10 @@ import pytest
 from fx_dumps import _spec, by_design, data, op, out, values
 
 from tcmp.compare.records import Role, UnmatchedKind
-from tcmp.compare.run import CompareOptions, run_compare
+from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.verdict import Result
+from tcmp.daemon.retention import RetentionPolicy
+from tcmp.daemon.service import WatchConfig, run_watch
 from tcmp.schemas.ge_dump import read_ge_dump
 from tcmp.schemas.records import IO
 from tcmp.schemas.synth.ge_writer import write_ge_dump
@@ -193,3 +195,31 @@ def test_fusion_off_golden_run_again_is_paired_by_shape_and_its_extra_run_listed
             assert {(u.io, u.index) for u in stray} == {(IO.INPUT, 0), (IO.OUTPUT, 0)}
             assert all("ran 2 time(s)" in u.reason and "Tanh 1 time(s) in the golden" in u.reason for u in stray)
             assert not [u for u in rank.unmatched if u.role is Role.GOLDEN]
+
+
+@pytest.mark.parametrize("kind", ["fx", "ge"])
+def test_a_stray_run_is_listed_the_same_from_the_index(tmp_path, kind):
+    """`tcmp watch --drop-raw`, then compare from the index: the stray run's tensors are paired by the shapes the
+    index stored, so the same run is listed and the same rows compared as from the raw files."""
+    config = ScenarioConfig(model=ModelConfig(layers=1), tokens=1, reruns=(RERUN,))
+    scenario = write_scenario(tmp_path, config)
+    golden = _golden(scenario, kind)
+
+    def outcome(result):
+        rank = result.ranks[0]
+        rows = sorted((r.pair.op_name, r.pair.execution, r.pair.io.value, r.pair.index, r.result.value)
+                      for r in rank.rows)  # fmt: skip
+        listed = sorted((u.op_name, u.io.value, u.index) for u in rank.unmatched
+                        if u.role is Role.TARGET and u.kind is UnmatchedKind.NO_PARTNER)  # fmt: skip
+        return rows, listed
+
+    raw, _ = run_compare(CompareOptions(scenario.target, golden, mode=DataMode.STATISTICS), keep_rows=True)
+    watch = WatchConfig(roots=(scenario.root,), retention=RetentionPolicy(True, 0, ()), workers=1, once=True)
+    assert run_watch(watch).error is None
+    assert not [p for p in scenario.target.rglob("*") if p.is_file() and p.name.startswith("MatMulV2.")]
+    indexed, _ = run_compare(CompareOptions(scenario.target, golden), keep_rows=True)
+    assert indexed.ranks[0].counts.rows_from_index == indexed.ranks[0].counts.rows > 0
+    rows, listed = outcome(indexed)
+    assert (rows, listed) == outcome(raw)
+    assert listed == [(RERUN, "input", 0), (RERUN, "input", 1), (RERUN, "output", 0)]
+    assert not [r for r in rows if r[-1] == "FAIL"] and not indexed.ranks[0].divergences
