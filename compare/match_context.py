@@ -43,7 +43,7 @@ class _Resolved:
     members: tuple[GraphOp, ...]  # one op, or a fused op's members
     fused: bool
     truncated: bool = False
-    missing: tuple[str, ...] = ()  # pieces of a fused name that are no op of the graph (see GraphView.decompose)
+    missing: tuple[str, ...] = ()  # pieces of a fused name that are no op of the graph (GraphView.decompose_partly)
     missing_last: bool = False  # the name ends in one of them: the outputs are probably its
 
 
@@ -133,8 +133,8 @@ class _Context:
         """The pieces of a fused name that are no op of the graph: listed once per execution, by name (the
         members found are compared as for any fused op)."""
         for name in resolved.missing:
-            self.no_partner(e, None, None, f"member {name} not in graph {graph_title(graph)}: the fused op's "
-                                           "tensors of the members in the graph are compared, not its")  # fmt: skip
+            why = f"member {name} not in graph {graph_title(graph)}: only the members in the graph are compared"
+            self.no_partner(e, None, None, why)
 
     def unreadable(self, e: GeExecution, reason: str) -> None:
         self._unmatched(e, None, None, reason, UnmatchedKind.UNREADABLE)
@@ -212,7 +212,7 @@ def _fused_output(
     if resolved.missing_last:
         return None, (
             f"the fused name ends in {resolved.missing[-1]}, which is not in the graph, and {missing}: the output "
-            "is that member's, not one of a graph op"
+            "is that member's, which no golden tensor stands for"
         )
     outputs = view.external_outputs([m.name for m in resolved.members])
     if j >= len(outputs):
