@@ -17,6 +17,7 @@ from tcmp.schemas.records import IO, TensorSummary
 
 from .executions import GeExecution
 from .fusion import GraphView
+from .guidance import FUSION_OP_TYPES
 from .records import Pair, Role, TensorRef, Unmatched, UnmatchedKind
 
 SELF_CHECK_TYPES = re.compile(r"Cast|TransData", re.IGNORECASE)
@@ -184,7 +185,10 @@ def _resolve(view: Optional[GraphView], e: GeExecution) -> Optional[_Resolved]:
     originals = [o[0] for o in e.original_ops if o is not None]
     found = view.decompose(e.op_name, originals) or view.decompose(e.file_op_name, originals)
     if found is None and not SELF_CHECK_TYPES.search(e.op_type):  # a GE-inserted Cast is self-checked instead
-        found = view.decompose_partly(e.op_name) or view.decompose_partly(e.file_op_name)
+        partly = view.decompose_partly(e.op_name) or view.decompose_partly(e.file_op_name)
+        # one graph name in an op's name makes it a fusion only when GE's type says so (AddN is no Add + "N")
+        if partly is not None and (len(partly.members) > 1 or e.op_type in FUSION_OP_TYPES):
+            found = partly
     if found is None:
         return None
     members = tuple(view.graph.op(m) for m in found.members)

@@ -164,6 +164,25 @@ def test_an_op_name_that_only_contains_a_graph_name_is_no_fusion(dumps):
                                                           ("Cast_5", True)]  # fmt: skip
 
 
+@pytest.mark.parametrize("op_type", ["AddN", FUSION])
+def test_one_graph_name_in_an_op_name_is_a_fusion_only_for_the_ub_fusion_type(dumps, op_type):
+    """`Add_2ConcatV2` holds one graph op: a fusion when its type is GE's UB fusion type, else an op of its own
+    that is not in the graph (an `AddN` beside a graph `Add` is no Add + "N")."""
+    x, y, added, _ = _tensors()
+    dumps.graph(data("x", (2, 3)), data("y", (2, 3)), op("Add_2", "Add", ("x:0", "y:0"), (out(f"{ADD}.OUTPUT.0",
+                                                                                              (2, 3)),)))  # fmt: skip
+    dumps.ge("Add_2ConcatV2", op_type, [x, y], [np.concatenate([added, added], axis=-1)])
+    dumps.fx(ADD, [x, y], [added])
+    o = dumps.compare()
+    if op_type == FUSION:
+        assert [o.row("Add_2ConcatV2", IO.INPUT, k).result for k in (0, 1)] == [Result.PASS, Result.PASS]
+        assert o.one_unmatched("Add_2ConcatV2", IO.OUTPUT, 0).kind is UnmatchedKind.NO_PARTNER
+    else:
+        assert not o.rows
+        [whole] = o.target_unmatched()
+        assert whole.io is None and "no graph entry" in whole.reason and "graph graph_1 nor" in whole.reason
+
+
 def test_a_graph_without_a_name_is_named_by_its_file(dumps):
     x = values(2, 3)
     dumps.graph(data("x", (2, 3)), op("Neg_3", "Neg", ("x:0",), (out(f"{NEG}.OUTPUT.0", (2, 3)),)))
