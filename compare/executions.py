@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Optional
+from typing import Callable, Optional, TypeVar
 
 from tcmp.schemas.errors import DumpError, describe, unreadable_reason
 from tcmp.schemas.ffts import ffts_base_name
@@ -158,6 +158,36 @@ def ge_executions(
         numbered.append(replace(e, order=order, execution=counts[e.op_name]))
         counts[e.op_name] += 1
     return tuple(numbered)
+
+
+_Partner = TypeVar("_Partner")
+
+
+def align_runs(
+    runs: Sequence[GeExecution], partners: Sequence[_Partner], fits: Callable[[GeExecution, _Partner], bool]
+) -> dict[int, int]:
+    """Executions of one op in a token (`runs`) to the golden's runs of it (FX calls, fusion-off executions):
+    execution number -> partner index. The k-th with the k-th when the counts agree; else in order, skipping on
+    the side with more runs what `fits` says cannot be the same run (another output shape: a GE task run again,
+    a step retried on one side). An execution left out has no partner."""
+    if len(runs) == len(partners):
+        return {e.execution: k for k, e in enumerate(runs)}
+    pairs: dict[int, int] = {}
+    a = b = 0
+    while a < len(runs) and b < len(partners):
+        if fits(runs[a], partners[b]):
+            pairs[runs[a].execution] = b
+            a, b = a + 1, b + 1
+        elif len(runs) - a > len(partners) - b:
+            a += 1
+        else:
+            b += 1
+    return pairs
+
+
+def same_shape(a: Optional[tuple[int, ...]], b: Optional[tuple[int, ...]]) -> bool:
+    """Whether two tensors can be one run's (true where either shape is not known)."""
+    return a is None or b is None or tuple(a) == tuple(b)
 
 
 def fx_calls(files: Sequence[DumpFile]) -> dict[str, tuple[FxCall, ...]]:

@@ -5,7 +5,8 @@ A UB-fused op is named by concatenating its members' names (spec/dump-formats.md
 space → `_`). The header's `OpOutput.original_op` names the member and output each fused output stands for; when
 it is present it wins. Otherwise the name is split into graph op names with a backtracking search, not the peer's
 greedy longest prefix, and among the complete splits the one whose members form a connected piece of the graph,
-in graph order, is taken.
+in graph order, is taken. A name with no complete split may hold members the graph lacks (ops GE made after the
+graph was dumped); `decompose_partly` then gives the graph ops it holds and the pieces that are none.
 
 `GraphView` also answers the questions the matcher asks about the graph: an op by (sanitized) name, its producers
 and consumers, and a group's external inputs and outputs.
@@ -13,6 +14,7 @@ and consumers, and a group's external inputs and outputs.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from tcmp.schemas.graph import Graph, GraphOp, InputEdge
 
 UB_FUSION_SUFFIX = "_ub_fusion"
 MAX_SPLITS = 64  # complete splits examined per fused name
+_OP_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?<!_)")  # how a GE op name reads (ConcatV2, Cast_9, trans_Cast_3)
 
 
 class NameSplitter:
@@ -58,6 +61,37 @@ class NameSplitter:
         walk(0, [])
         return [s for s in found if len(s) > 1]
 
+    def partial_split(self, name: str) -> Optional[list[tuple[str, bool]]]:
+        """`name` as known names and pieces that are none (`(piece, known)`, in name order): the most of it in
+        known names, then the fewest pieces; a piece that is no known name must read as an op name (a letter
+        first, not ending in `_`) and lie between known ones or at an end. None without at least one known
+        and one unknown piece."""
+        name = sanitize(name)
+        n = len(name)
+        known_at = [[length for length in self._lengths if name[i : i + length] in self._names] for i in range(n)]
+        # best[i][after_unknown]: (known characters, -pieces, pieces) for name[i:]
+        best: list[list[Optional[tuple[int, int, tuple]]]] = [[None, None] for _ in range(n + 1)]
+        best[n] = [(0, 0, ()), (0, 0, ())]
+        for i in range(n - 1, -1, -1):
+            for after_unknown in (False, True):
+                options = []
+                for length in known_at[i]:
+                    rest = best[i + length][0]
+                    if rest is not None:
+                        options.append((rest[0] + length, rest[1] - 1, ((name[i : i + length], True), *rest[2])))
+                if not after_unknown:
+                    for j in range(i + 1, n + 1):
+                        if j < n and not known_at[j]:
+                            continue
+                        piece, rest = name[i:j], best[j][1]
+                        if rest is not None and _OP_LIKE.fullmatch(piece):
+                            options.append((rest[0], rest[1] - 1, ((piece, False), *rest[2])))
+                best[i][after_unknown] = max(options, key=lambda o: (o[0], o[1])) if options else None
+        found = best[0][0]
+        if found is None or not found[0] or all(known for _, known in found[2]) or len(found[2]) < 2:
+            return None
+        return [(self._names[piece] if known else piece, known) for piece, known in found[2]]
+
     def split(self, name: str) -> Optional[list[str]]:
         """The split with the fewest members (the original names), or None."""
         splits = self.splits(name)
@@ -70,6 +104,8 @@ class NameSplitter:
 class Decomposition:
     members: tuple[str, ...]  # graph op names, in name order
     truncated: bool = False  # `{first}_ub_fusion`: only the first member is known from the name
+    missing: tuple[str, ...] = ()  # pieces of the name that are no graph op (decompose_partly)
+    missing_last: bool = False  # the name ends in such a piece
 
 
 class GraphView:
@@ -84,6 +120,7 @@ class GraphView:
             for k, edge in enumerate(op.inputs):
                 self.consumers[edge.producer].append((op, k))
         self._splitter = NameSplitter(list(self._by_sanitized))
+        self._partly: dict[str, Optional[Decomposition]] = {}
 
     def op(self, name: str) -> Optional[GraphOp]:
         """By exact name, else by its sanitized form when that is unambiguous."""
@@ -119,6 +156,21 @@ class GraphView:
             return None
         best = max(splits, key=self._split_quality)
         return Decomposition(tuple(op.name for op in best))
+
+    def decompose_partly(self, fused_name: str) -> Optional[Decomposition]:
+        """A fused name that `decompose` cannot split completely, as the graph ops it holds and the pieces that
+        are no op of the graph (an op GE made after the graph was dumped: `Add_2Cast_9ConcatV2` without a
+        ConcatV2); None unless it holds both."""
+        if fused_name in self._partly:
+            return self._partly[fused_name]
+        pieces = self._splitter.partial_split(fused_name)
+        found = None
+        if pieces is not None:
+            members = tuple(dict.fromkeys(self._by_sanitized[sanitize(p)][0].name for p, known in pieces if known))
+            missing = tuple(p for p, known in pieces if not known)
+            found = Decomposition(members, missing=missing, missing_last=not pieces[-1][1])
+        self._partly[fused_name] = found  # every execution of the op, every time it is asked
+        return found
 
     def _splits(self, name: str) -> list[list[GraphOp]]:
         splits = self._splitter.splits(name)

@@ -11,7 +11,8 @@ Rules (spec/dump-formats.md §4.4, §8.2; the torchair behaviours are in torchai
   input fed by an unnamed op is a tensor inside a converter expansion; one fed by a Const is a constant the
   converter made (a scalar is still compared with the FX scalar argument it came from);
 - the k-th GE execution of an op is paired with the k-th call of its FX node; when the counts differ, in order
-  among calls whose outputs have the same shapes, the others listed with both counts.
+  among calls whose outputs have the same shapes; an execution left without a call is listed whole, inputs
+  included, with both counts, and its consumers read the producer's last run that has a call.
 Nothing is compared "by shape" against a tensor the GE tensor cannot be; when unsure, the item is listed.
 """
 
@@ -28,7 +29,7 @@ from tcmp.schemas.graph import FxTensorName, GraphOp, InputEdge
 from tcmp.schemas.layout import DumpFile, FileKind
 from tcmp.schemas.records import IO, TensorSummary
 
-from .executions import FxCall, GeExecution
+from .executions import FxCall, GeExecution, align_runs
 from .fusion import GraphView
 from .fx_leftovers import golden_reasons
 from .fx_patterns import PatternCalls
@@ -43,6 +44,7 @@ from .match_context import (
     _resolve,
     _Resolved,
     _stack,
+    graph_title,
 )
 from .metrics import squeezed
 from .records import UnmatchedKind
@@ -86,9 +88,20 @@ class _Missing:
 
     reason: str
     kind: UnmatchedKind
+    extra_run: bool = False  # the op ran more often than its FX node was called: this run has no call
 
 
 _Source = "_Found | _Missing"
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A target execution as the graph names it, what it is in the graph, and its outputs' FX tensors."""
+
+    execution: GeExecution
+    resolved: Optional[_Resolved]
+    outputs: tuple[tuple[_Source, tuple[str, ...]], ...] = ()  # per output: its FX tensor or why none, and notes
+    stray: Optional[str] = None  # why it has no partner call (a task GE ran again): none of its outputs has one
 
 
 class FxMatcher:
@@ -111,6 +124,10 @@ class FxMatcher:
         self.executions: dict[str, list[GeExecution]] = defaultdict(list)
         for e in target:
             self.executions[e.op_name].append(e)
+            op = view.op(e.op_name)
+            if op is not None and op.name != e.op_name:  # a file's sanitized name: under the graph's too
+                self.executions[op.name].append(e)
+        self._plans: dict[tuple[str, int], _Planned] = {}
         self._alignments: dict[tuple[str, str], dict[int, int]] = {}
         self._overwritten: dict[tuple[str, int], Optional[FxCall]] = {}
         self.patterns = PatternCalls(self.fx, self.named_keys)
@@ -124,34 +141,19 @@ class FxMatcher:
         runs = self.executions.get(op_name, ())
         if not calls:
             return None
-        if len(runs) == len(calls) or not runs:
+        if not runs:  # an op not dumped under this name (a fused member): its k-th run, as the caller counts
             return calls[execution] if execution < len(calls) else None
         cache_key = (op_name, key)
         if cache_key not in self._alignments:
-            self._alignments[cache_key] = self._align(runs, calls, output_index, j)
+
+            def fits(e: GeExecution, call: FxCall) -> bool:
+                meta = e.tensor(IO.OUTPUT, j)
+                file = call.output(output_index) if output_index is not None else None
+                return meta is None or meta.shape is None or file is None or self.fx.fits(file, meta.shape)
+
+            self._alignments[cache_key] = align_runs(runs, calls, fits)
         at = self._alignments[cache_key].get(execution)
         return calls[at] if at is not None else None
-
-    def _align(self, runs, calls, output_index: Optional[int], j: int) -> dict[int, int]:
-        """Executions to calls in order, skipping on either side what cannot be the same run (another output
-        shape): a GE task run again, or a step retried on one side."""
-
-        def fits(e: GeExecution, call: FxCall) -> bool:
-            meta = e.tensor(IO.OUTPUT, j)
-            file = call.output(output_index) if output_index is not None else None
-            return meta is None or meta.shape is None or file is None or self.fx.fits(file, meta.shape)
-
-        pairs: dict[int, int] = {}
-        a = b = 0
-        while a < len(runs) and b < len(calls):
-            if fits(runs[a], calls[b]):
-                pairs[runs[a].execution] = b
-                a, b = a + 1, b + 1
-            elif len(runs) - a > len(calls) - b:
-                a += 1
-            else:
-                b += 1
-        return pairs
 
     def _extra_run(self, run: _Run, key: str) -> _Missing:
         runs, calls = len(self.executions.get(run.op_name, ())), len(self.fx.calls.get(key, ()))
@@ -159,15 +161,24 @@ class FxMatcher:
             f"{run.op_name} ran {runs} time(s) in token {self.ctx.token}, {key} {calls}: execution {run.execution} "
             "has no call of the same output shapes left",
             UnmatchedKind.NO_PARTNER,
+            extra_run=True,
         )
+
+    def _call_number(self, e: GeExecution) -> int:
+        """Which run of its op `e` is, not counting the runs without a partner call before it (a task GE ran
+        again): the k-th for an op whose FX call is found through another name (a producer not dumped)."""
+        return sum(1 for x in self.executions.get(e.op_name, ()) if x.order < e.order and not self._stray(x))
+
+    def _stray(self, e: GeExecution) -> bool:
+        return self._planned(e).stray is not None
 
     # --- the FX tensor of a GE op's output ---------------------------------------------------------------------
 
     def _producer_run(self, producer: GraphOp, e: GeExecution) -> _Run:
-        """The execution of `producer` whose output execution `e` read: its last one before `e` (the k-th, as
-        the k-th of `e`, when the producer was not dumped)."""
-        before = [p for p in self.executions.get(producer.name, ()) if p.order < e.order]
-        return _Run(producer.name, before[-1].execution if before else e.execution)
+        """The execution of `producer` whose output execution `e` read: its last one before `e` that has a partner
+        call (the k-th, as `e` is the k-th run of its op with a call, when the producer was not dumped)."""
+        before = [p for p in self.executions.get(producer.name, ()) if p.order < e.order and not self._stray(p)]
+        return _Run(producer.name, before[-1].execution if before else self._call_number(e))
 
     def source(self, op: GraphOp, index: int, run: _Run) -> _Source:
         """The FX tensor output `index` of graph op `op` is, in its execution `run`."""
@@ -306,10 +317,28 @@ class FxMatcher:
 
     # --- matching ----------------------------------------------------------------------------------------------
 
-    def match(self, e: GeExecution) -> None:
+    def _planned(self, e: GeExecution) -> _Planned:
+        """What execution `e` is in the graph and, for one with FX tensors, its outputs' FX tensors (computed
+        before its inputs: an execution none of whose outputs has a partner call has no partner at all)."""
+        cache_key = (e.op_name, e.execution)
+        if cache_key in self._plans:
+            return self._plans[cache_key]
         resolved = _resolve(self.view, e)
         if resolved is not None and not resolved.fused and resolved.members[0].name != e.op_name:
             e = replace(e, op_name=resolved.members[0].name)  # the graph's name, where the file's is sanitized
+        planned = _Planned(e, resolved)
+        has_fx = resolved is not None and any(o.fx_tensor for m in resolved.members for o in m.outputs)
+        if resolved is not None and (resolved.fused or has_fx or not SELF_CHECK_TYPES.search(e.op_type)):
+            outputs = tuple(self._output_source(e, resolved, j) for j in range(len(e.outputs)))
+            extra = [s for s, _ in outputs if isinstance(s, _Missing) and s.extra_run]
+            found = any(isinstance(s, _Found) for s, _ in outputs)
+            planned = _Planned(e, resolved, outputs, extra[0].reason if extra and not found else None)
+        self._plans[cache_key] = planned
+        return planned
+
+    def match(self, e: GeExecution) -> None:
+        planned = self._planned(e)
+        e, resolved = planned.execution, planned.resolved
         if resolved is None:
             if SELF_CHECK_TYPES.search(e.op_type):
                 self.ctx.self_check(e, f"GE-inserted {e.op_type}, not in the graph")
@@ -319,18 +348,23 @@ class FxMatcher:
                     None,
                     None,
                     f"no graph entry: {e.op_name!r} is neither an op of graph "
-                    f"{self.view.graph.name} nor a fusion of its ops",
+                    f"{graph_title(self.view.graph)} nor a fusion of its ops",
                 )
             return
         has_fx = any(o.fx_tensor for m in resolved.members for o in m.outputs)
         if not resolved.fused and not has_fx and SELF_CHECK_TYPES.search(e.op_type):
             self.ctx.self_check(e, f"{e.op_type} without an FX tensor")
             return
+        if planned.stray is not None:  # a run without a call: none of its tensors has a partner, inputs included
+            self.ctx.unpartnered(e, planned.stray)
+            return
         if resolved.fused:
             _note_fusion(self.ctx.result, e, resolved)
+            self.ctx.missing_members(e, resolved, self.view.graph)
         stack = _stack(resolved)
         self._inputs(e, resolved, stack)
-        self._outputs(e, resolved, stack)
+        for j, (source, extra) in enumerate(planned.outputs):
+            self._record(e, IO.OUTPUT, j, source, stack, extra)
 
     def _record(self, e: GeExecution, io: IO, k: int, source: _Source, stack, extra=()) -> None:
         if isinstance(source, _Missing):
@@ -342,18 +376,16 @@ class FxMatcher:
         bench = self.ctx.fx_ref(source.file, IO.OUTPUT, source.index, element=source.element, reshaped=source.reshaped)
         self.ctx.pair(e, io, k, bench, (*extra, *source.notes), stack)
 
-    def _outputs(self, e: GeExecution, resolved: _Resolved, stack: Optional[str]) -> None:
-        for j in range(len(e.outputs)):
-            if resolved.fused:
-                found, note = _fused_output(self.view, e, resolved, j)
-                if found is None:
-                    self.ctx.no_partner(e, IO.OUTPUT, j, note)
-                    continue
-                op, index = found
-                extra = (note,) if note else ()
-            else:
-                op, index, extra = resolved.members[0], j, ()
-            self._record(e, IO.OUTPUT, j, self.source(op, index, _Run(e.op_name, e.execution)), stack, extra)
+    def _output_source(self, e: GeExecution, resolved: _Resolved, j: int) -> tuple[_Source, tuple[str, ...]]:
+        if resolved.fused:
+            found, note = _fused_output(self.view, e, resolved, j)
+            if found is None:
+                return _Missing(note, UnmatchedKind.NO_PARTNER), ()
+            op, index = found
+            extra: tuple[str, ...] = (note,) if note else ()
+        else:
+            op, index, extra = resolved.members[0], j, ()
+        return self.source(op, index, _Run(e.op_name, e.execution)), extra
 
     def _producer(self, edge: InputEdge) -> tuple[Optional[GraphOp], int, list[str]]:
         """The op a data edge comes from, past GE conversion ops without FX tensors (Cast/TransData a pass or GE
@@ -435,8 +467,8 @@ class FxMatcher:
 
     def _downstream_run(self, named: GraphOp, e: GeExecution) -> _Run:
         """The execution of `named` (the end of `e`'s expansion, or `e`'s own op) that follows execution `e`."""
-        after = [n for n in self.executions.get(named.name, ()) if n.order >= e.order]
-        return _Run(named.name, after[0].execution if after else e.execution)
+        after = [n for n in self.executions.get(named.name, ()) if n.order >= e.order and not self._stray(n)]
+        return _Run(named.name, after[0].execution if after else self._call_number(e))
 
     def _expansion_ends(self, op: GraphOp) -> list[GraphOp]:
         """`op` if it carries a name, else the named ops reached from it through ops without one (one only, or

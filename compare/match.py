@@ -6,31 +6,54 @@ GE → FX: fx_match (the rules for what torchair's converter and passes did are 
 - GE-inserted Cast/TransData ops (not in the graph, or without any FX tensor): their outputs are checked against
   their own inputs.
 GE → GE (fusion off): the same op name is compared input for input and output for output; fused ops through their
-members, as above. Whatever finds no partner is returned as `Unmatched` with the reason — nothing is dropped.
+members, as above. The k-th execution of an op is the golden's k-th run of it, or when the counts differ (a task
+GE ran again) the next run whose output shapes are the same; an execution left without one is listed whole.
+Whatever finds no partner is returned as `Unmatched` with the reason — nothing is dropped.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Optional
+from typing import Optional, Union
 
 from tcmp.schemas.layout import DumpFile
 from tcmp.schemas.records import IO, TensorSummary
 
-from .executions import FxCall, GeExecution, TensorMeta
+from .executions import FxCall, GeExecution, TensorMeta, align_runs, same_shape
 from .fusion import GraphView, NameSplitter
 from .fx_match import FxMatcher
-from .match_context import MatchResult, _Context, _fused_output, _group_inputs, _note_fusion, _resolve, _Resolved
-from .records import TensorRef
+from .match_context import (
+    MatchResult,
+    _Context,
+    _fused_output,
+    _group_inputs,
+    _note_fusion,
+    _resolve,
+    _Resolved,
+    graph_title,
+)
+from .records import TensorRef, UnmatchedKind
 
 # --- GE -> GE (fusion off) -------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Link:
+    """A target tensor and the golden member's tensor it is compared with."""
+
+    io: IO
+    target_index: int
+    golden_index: int
+
+
 class GeMatcher:
-    def __init__(self, ctx: _Context, view: Optional[GraphView], golden: Sequence[GeExecution]) -> None:
+    def __init__(
+        self, ctx: _Context, view: Optional[GraphView], golden: Sequence[GeExecution], target: Sequence[GeExecution]
+    ) -> None:
         self.ctx, self.view = ctx, view
         self.by_name: dict[str, list[GeExecution]] = defaultdict(list)
         for g in golden:
@@ -38,10 +61,52 @@ class GeMatcher:
             if g.file_op_name != g.op_name:
                 self.by_name.setdefault(g.file_op_name, []).append(g)
         self.splitter = NameSplitter(list(self.by_name))
+        self.runs: dict[str, list[GeExecution]] = defaultdict(list)
+        for e in target:
+            self.runs[e.op_name].append(e)
+        self._alignments: dict[tuple[str, str], dict[int, int]] = {}
 
-    def _golden(self, name: str, execution: int) -> Optional[GeExecution]:
+    def _golden(self, e: GeExecution, name: str, links: Sequence[_Link]) -> Union[GeExecution, str, None]:
+        """The golden run of op `name` that execution `e` is: the k-th with the k-th, or when the counts differ
+        in order among runs whose tensors `links` compares have the same shapes. None: no golden op `name`; a
+        string: why `e` has no run of it left."""
         found = self.by_name.get(name)
-        return found[min(execution, len(found) - 1)] if found else None
+        if not found:
+            return None
+        runs = self.runs.get(e.op_name, ())
+        key = (e.op_name, name)
+        if key not in self._alignments:
+
+            def fits(run: GeExecution, g: GeExecution) -> bool:
+                for link in links:
+                    mine, theirs = run.tensor(link.io, link.target_index), g.tensor(link.io, link.golden_index)
+                    if mine is not None and theirs is not None and not same_shape(mine.shape, theirs.shape):
+                        return False
+                return True
+
+            self._alignments[key] = align_runs(runs, found, fits)
+        at = self._alignments[key].get(e.execution)
+        if at is None:
+            return (
+                f"{e.op_name} ran {len(runs)} time(s) in token {self.ctx.token}, {name} {len(found)} time(s) in the "
+                f"golden dump: execution {e.execution} has no golden run of the same output shapes left"
+            )
+        return found[at]
+
+    def leftovers(self, used: Set[Path]) -> dict[Path, tuple[str, UnmatchedKind]]:
+        """Why the golden runs of a target op that nothing paired with have no partner: the op ran fewer times in
+        the target (or in other shapes)."""
+        reasons: dict[Path, tuple[str, UnmatchedKind]] = {}
+        for name, found in self.by_name.items():
+            runs = self.runs.get(name, ())
+            for k, g in enumerate(found):
+                if runs and len(runs) != len(found) and not any(f.path in used for f in g.files):
+                    why = (
+                        f"{name} ran {len(found)} time(s) in token {self.ctx.token} of the golden dump, {len(runs)} "
+                        f"in the target: golden run {k} has no target run of the same output shapes"
+                    )
+                    reasons.update((f.path, (why, UnmatchedKind.NO_PARTNER)) for f in g.files)
+        return reasons
 
     def _golden_ref(self, g: GeExecution, io: IO, index: int) -> Optional[TensorRef]:
         meta = g.tensor(io, index)
@@ -57,7 +122,12 @@ class GeMatcher:
             self.ctx.pair(e, io, target_index, ref, notes)
 
     def match(self, e: GeExecution) -> None:
-        same = self._golden(e.op_name, e.execution) or self._golden(e.file_op_name, e.execution)
+        own = [_Link(IO.OUTPUT, j, j) for j in range(len(e.outputs))]
+        name = e.op_name if e.op_name in self.by_name else e.file_op_name
+        same = self._golden(e, name, own)
+        if isinstance(same, str):
+            self.ctx.unpartnered(e, same)
+            return
         if same is not None:
             for io, items in ((IO.INPUT, e.inputs), (IO.OUTPUT, e.outputs)):  # inputs first, as tables read
                 for i in range(len(items)):
@@ -69,43 +139,65 @@ class GeMatcher:
             return
         split = self.splitter.split(e.op_name) or self.splitter.split(e.file_op_name)
         if split:  # no graph: by name only, the peer's first-inputs / last-outputs rule
-            first, last = self._golden(split[0], e.execution), self._golden(split[-1], e.execution)
+            first = self._golden(e, split[0], [_Link(IO.INPUT, i, i) for i in range(len(e.inputs))])
+            last = self._golden(e, split[-1], own)
+            if isinstance(last, str):
+                self.ctx.unpartnered(e, last)
+                return
             note = ("fused op split by name only (no graph file): inputs of the first member, outputs of the last",)
             for i in range(len(e.inputs)):
-                self._positional(e, first, IO.INPUT, i, i, note)
+                if isinstance(first, GeExecution):
+                    self._positional(e, first, IO.INPUT, i, i, note)
+                else:
+                    self.ctx.no_partner(e, IO.INPUT, i, first or f"golden data missing for member {split[0]}")
             for j in range(len(e.outputs)):
                 self._positional(e, last, IO.OUTPUT, j, j, note)
             return
+        of = f"the ops of graph {graph_title(self.view.graph)} nor " if self.view is not None else ""
         self.ctx.no_partner(e, None, None, f"golden data missing: no op {e.op_name!r} in the fusion-off dump, and "
-                                           "its name is not a fusion of golden op names")  # fmt: skip
+                                           f"its name is not a fusion of {of}golden op names")  # fmt: skip
 
     def _fused(self, e: GeExecution, resolved: _Resolved) -> None:
         view = self.view
         assert view is not None
         _note_fusion(self.ctx.result, e, resolved)
+        self.ctx.missing_members(e, resolved, view.graph)
         inputs = _group_inputs(view, resolved)
+        # per tensor of `e`: the member and its tensor, or why there is none
+        wanted: list[tuple[IO, int, Union[tuple[str, int, tuple[str, ...]], str]]] = []
         for k in range(len(e.inputs)):
             if k >= len(inputs):
-                self.ctx.no_partner(e, IO.INPUT, k, "fused op input without a member input")
+                wanted.append((IO.INPUT, k, "fused op input without a member input"))
                 continue
             member, index, _ = inputs[k]
-            golden = self._golden(member.name, e.execution)
-            if golden is None:
-                self.ctx.no_partner(e, IO.INPUT, k, f"golden data missing for member {member.name}")
-                continue
-            self._positional(e, golden, IO.INPUT, index, k, (f"member {member.name} input {index}",))
+            wanted.append((IO.INPUT, k, (member.name, index, (f"member {member.name} input {index}",))))
         for j in range(len(e.outputs)):
             source, note = _fused_output(view, e, resolved, j)
             if source is None:
-                self.ctx.no_partner(e, IO.OUTPUT, j, note)
+                wanted.append((IO.OUTPUT, j, note))
                 continue
             member, index = source
-            golden = self._golden(member.name, e.execution)
-            if golden is None:
-                self.ctx.no_partner(e, IO.OUTPUT, j, f"golden data missing for member {member.name}")
-                continue
             notes = (note,) if note else ()
-            self._positional(e, golden, IO.OUTPUT, index, j, (*notes, f"member {member.name} output {index}"))
+            wanted.append((IO.OUTPUT, j, (member.name, index, (*notes, f"member {member.name} output {index}"))))
+        links: dict[str, list[_Link]] = defaultdict(list)
+        for io, k, how in wanted:
+            if not isinstance(how, str):
+                links[how[0]].append(_Link(io, k, how[1]))
+        goldens = {member: self._golden(e, member, member_links) for member, member_links in links.items()}
+        output_goldens = [goldens[how[0]] for io, _, how in wanted if io is IO.OUTPUT and not isinstance(how, str)]
+        if output_goldens and all(isinstance(g, str) for g in output_goldens):
+            self.ctx.unpartnered(e, output_goldens[0])  # no member has a run left for this one: none of its tensors
+            return
+        for io, k, how in wanted:
+            if isinstance(how, str):
+                self.ctx.no_partner(e, io, k, how)
+                continue
+            member, index, notes = how
+            golden = goldens[member]
+            if not isinstance(golden, GeExecution):
+                self.ctx.no_partner(e, io, k, golden or f"golden data missing for member {member}")
+                continue
+            self._positional(e, golden, io, index, k, notes)
 
 
 def match_token(
@@ -120,16 +212,17 @@ def match_token(
     golden_files: Sequence[DumpFile] = (),
 ) -> MatchResult:
     """Pairs and unmatched target tensors of one token. Golden leftovers are the caller's (it knows all files);
-    for an FX golden, `result.golden_reasons` says why those of `golden_files` that nothing paired with have no
-    partner, where the matcher knows. `fx_stored`: index summaries of golden FX files whose raw data is gone."""
+    `result.golden_reasons` says why those that nothing paired with have no partner, where the matcher knows (for
+    an FX golden, of `golden_files`). `fx_stored`: index summaries of golden FX files whose raw data is gone."""
     result = MatchResult()
     ctx = _Context(rank, token, graph_label, result, fx_stored)
     fx_matcher: Optional[FxMatcher] = None
+    ge_matcher: Optional[GeMatcher] = None
     if golden_calls is not None:
         assert view is not None
         matcher = fx_matcher = FxMatcher(ctx, view, golden_calls, target, fx_stored)
     else:
-        matcher = GeMatcher(ctx, view, golden_ge or ())
+        matcher = ge_matcher = GeMatcher(ctx, view, golden_ge or (), target)
     for e in target:
         if e.error is not None:
             ctx.unreadable(e, f"unreadable target file: {e.error}")
@@ -139,6 +232,8 @@ def match_token(
         result.golden_reasons.update(
             fx_matcher.leftovers([f for f in golden_files if f.path not in result.used_golden])
         )
+    if ge_matcher is not None:
+        result.golden_reasons.update(ge_matcher.leftovers(result.used_golden))
     return result
 
 

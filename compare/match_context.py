@@ -11,13 +11,14 @@ from typing import Optional
 
 from tcmp.schemas.ge_dump import NOT_DUMPED
 from tcmp.schemas.ge_names import sanitize
-from tcmp.schemas.graph import GraphOp, InputEdge
+from tcmp.schemas.graph import Graph, GraphOp, InputEdge
 from tcmp.schemas.layout import DumpFile
 from tcmp.schemas.records import IO, TensorSummary
 
 from .cast_check import CastCheck, cast_check_for
 from .executions import GeExecution
 from .fusion import GraphView
+from .guidance import FUSION_OP_TYPES
 from .records import Pair, Role, TensorRef, Unmatched, UnmatchedKind
 
 SELF_CHECK_TYPES = re.compile(r"Cast|TransData", re.IGNORECASE)
@@ -44,6 +45,8 @@ class _Resolved:
     members: tuple[GraphOp, ...]  # one op, or a fused op's members
     fused: bool
     truncated: bool = False
+    missing: tuple[str, ...] = ()  # pieces of a fused name that are no op of the graph (GraphView.decompose_partly)
+    missing_last: bool = False  # the name ends in one of them: the outputs are probably its
 
 
 class _Context:
@@ -125,6 +128,19 @@ class _Context:
         """A partner should exist and was not found."""
         self._unmatched(e, io, index, reason, UnmatchedKind.NO_PARTNER)
 
+    def unpartnered(self, e: GeExecution, reason: str) -> None:
+        """An execution the golden has no run for (a task GE ran again): every tensor listed, inputs first."""
+        for io, items in ((IO.INPUT, e.inputs), (IO.OUTPUT, e.outputs)):
+            for k in range(len(items)):
+                self.no_partner(e, io, k, reason)
+
+    def missing_members(self, e: GeExecution, resolved: _Resolved, graph: Graph) -> None:
+        """The pieces of a fused name that are no op of the graph: listed once per execution, by name (the
+        members found are compared as for any fused op)."""
+        for name in resolved.missing:
+            why = f"member {name} not in graph {graph_title(graph)}: only the members in the graph are compared"
+            self.no_partner(e, None, None, why)
+
     def unreadable(self, e: GeExecution, reason: str) -> None:
         self._unmatched(e, None, None, reason, UnmatchedKind.UNREADABLE)
 
@@ -166,6 +182,11 @@ def _note_fusion(result: MatchResult, e: GeExecution, resolved: _Resolved) -> No
                 result.fused_into[desc.fx_tensor.node_key] = e.op_name
 
 
+def graph_title(graph: Graph) -> str:
+    """A graph as messages name it: its name, or its file's where the GraphDef has none."""
+    return graph.name or graph.path.name
+
+
 def _resolve(view: Optional[GraphView], e: GeExecution) -> Optional[_Resolved]:
     if view is None:
         return None
@@ -174,9 +195,16 @@ def _resolve(view: Optional[GraphView], e: GeExecution) -> Optional[_Resolved]:
         return _Resolved((op,), fused=False)
     originals = [o[0] for o in e.original_ops if o is not None]
     found = view.decompose(e.op_name, originals) or view.decompose(e.file_op_name, originals)
+    if found is None and not SELF_CHECK_TYPES.search(e.op_type):  # a GE-inserted Cast is self-checked instead
+        partly = view.decompose_partly(e.op_name) or view.decompose_partly(e.file_op_name)
+        # one graph name in an op's name makes it a fusion only when GE's type says so (AddN is no Add + "N")
+        if partly is not None and (len(partly.members) > 1 or e.op_type in FUSION_OP_TYPES):
+            found = partly
     if found is None:
         return None
-    return _Resolved(tuple(view.graph.op(m) for m in found.members), fused=True, truncated=found.truncated)
+    members = tuple(view.graph.op(m) for m in found.members)
+    return _Resolved(members, fused=True, truncated=found.truncated, missing=found.missing,
+                     missing_last=found.missing_last)  # fmt: skip
 
 
 def _fused_output(
@@ -196,10 +224,19 @@ def _fused_output(
         missing = "no original_op in the header"
     if resolved.truncated:
         return None, f"fused name truncated to {{first}}_ub_fusion and {missing}"
+    if resolved.missing_last:
+        return None, (
+            f"the fused name ends in {resolved.missing[-1]}, which is not in the graph, and {missing}: the output "
+            "is that member's, which no golden tensor stands for"
+        )
     outputs = view.external_outputs([m.name for m in resolved.members])
     if j >= len(outputs):
         return None, "fused op output without a member output"
-    return outputs[j], f"{missing}: the fusion's external output {j} instead" if original is not None else ""
+    note = f"{missing}: the fusion's external output {j} instead" if original is not None else ""
+    if resolved.missing:
+        absent = f"member {', '.join(resolved.missing)} not in the graph: output {j} of the members in it"
+        note = f"{note}; {absent}" if note else absent
+    return outputs[j], note
 
 
 def _stack(resolved: _Resolved) -> Optional[str]:

@@ -115,9 +115,9 @@ class ScenarioConfig:
     ffts_ops: tuple[str, ...] = ()  # target ops written as two FFTS+ slice files (automatic mode)
     capture_names: bool = False  # adump capture-mode file names (6 fields) instead of the GE 5-field form
     undumped: tuple[Undumped, ...] = ()
-    # Target ops whose task ran twice in every token: a stray execution (its own task id, dumped just before the
-    # real one, output 0 one row short) that neither golden has
-    rerun_ops: tuple[str, ...] = ()
+    # target ops (unfused GE op names) whose task GE ran again in every token: one stray execution, another task
+    # id, written just before the real one (an earlier timestamp), its tensors of another shape (the first row)
+    reruns: tuple[str, ...] = ()
     # How torchair named the graph files: by default the form of the FX era's time (graph_names); and where it
     # wrote them, relative to the scenario root (torchair's graph_dump.path), None: in the GE dump root.
     graph_name_form: Optional[GraphNameForm] = None
@@ -148,7 +148,7 @@ class TargetOp:
     inserted: bool = False  # GE-inserted op (TransData / Cast without FX counterpart)
     inner: bool = False  # inner op of a multi-op expansion (its outputs have no FX tensor)
     undumped: tuple[tuple[IO, int], ...] = ()  # its tensors written without data (device address 0)
-    rerun: bool = False  # the stray execution of a `rerun_ops` op (no golden counterpart)
+    rerun: bool = False  # the stray execution of a task GE ran again (ScenarioConfig.reruns): no golden partner
 
 
 @dataclass(frozen=True)
@@ -404,12 +404,12 @@ class _GeWriter:
         directory.mkdir(parents=True, exist_ok=True)
         layout = _TensorLayout(graph)
         for op in _dump_ops(graph, self.fused):
-            strays = 0
-            if self.is_target and op.name in self.config.rerun_ops:
-                self._write_rerun(directory, rank, graph_number, token, op, source, layout, clock)
-                strays = 1
+            stray = self.is_target and op.name in self.config.reruns
             for execution in range(op.repeat):
                 ts, task = clock.tick()
+                if stray and execution == 0:
+                    self._write_rerun(directory, rank, graph_number, token, op, source, layout, ts, task)
+                number = execution + stray  # k-th execution in the token, the stray one counted
                 fault = source.faults.get(op.name) if self.is_target else None
                 local = source.local_fault(op.name) if self.is_target else None
                 inputs = [self._spec(source, layout, ref, 0) for ref in op.inputs]
@@ -423,14 +423,14 @@ class _GeWriter:
                 if self.is_target and op.name in self.config.ffts_ops:
                     paths = self._write_ffts(directory, op, inputs, outputs, ts, task)
                 else:
-                    path = directory / self._file_name(directory, op, ts, task, execution)
+                    path = directory / self._file_name(directory, op, ts, task, number)
                     write_ge_dump(path, op.name, inputs, outputs, dump_time=ts)
                     paths = (path,)
                 if fault is not None and fault.kind in (FaultKind.TRUNCATE, FaultKind.CORRUPT_HEADER):
                     _damage(paths[0], fault.kind)
                 if self.is_target:
                     self.records.append(
-                        TargetOp(rank, token, graph_number, op.name, op.type, strays + execution, paths,
+                        TargetOp(rank, token, graph_number, op.name, op.type, number, paths,
                                  fault.kind if fault else None, op.members,
                                  inserted=op.kind is OpKind.INSERTED, inner=op.kind is OpKind.INNER,
                                  undumped=tuple(sorted(skipped)))
@@ -438,16 +438,24 @@ class _GeWriter:
 
     def _write_rerun(
         self, directory: Path, rank: int, graph_number: int, token: int, op: _DumpOp, source: _ValueSource,
-        layout: _TensorLayout, clock: _Clock,
+        layout: _TensorLayout, ts: int, task: int,
     ) -> None:  # fmt: skip
-        """The stray execution of a task run again: the op's inputs, its outputs with output 0 a row short."""
-        ts, task = clock.tick()
-        inputs = [self._spec(source, layout, ref, 0) for ref in op.inputs]
-        outputs = [self._spec(source, layout, ref, 0, original) for ref, original in zip(op.outputs, op.original_ops)]
-        first = np.asarray(outputs[0].values)
-        outputs[0] = replace(outputs[0], values=first[:-1] if first.ndim else first, format=int(Format.ND))
-        path = directory / self._file_name(directory, op, ts, task, 0)
-        write_ge_dump(path, op.name, inputs, outputs, dump_time=ts)
+        """The stray execution of a task run again: 1 µs before the real one, a task id of its own, each tensor
+        cut to its first row (or, with one row, doubled), so no golden tensor has its shape."""
+
+        def other_shape(spec: TensorSpec) -> TensorSpec:
+            value = np.asarray(spec.values)
+            if value.ndim == 0:
+                return replace(spec, values=np.stack([value, value]))
+            cut = value[:1] if value.shape[0] > 1 else np.concatenate([value, value])
+            return replace(spec, values=cut)
+
+        inputs = [other_shape(self._spec(source, layout, ref, 0)) for ref in op.inputs]
+        outputs = [other_shape(self._spec(source, layout, ref, 0, original)) for ref, original in
+                   zip(op.outputs, op.original_ops)]  # fmt: skip
+        stray_task = task + 100_000  # a task id no other file of the token has
+        path = directory / self._file_name(directory, op, ts - 1, stray_task, 0)
+        write_ge_dump(path, op.name, inputs, outputs, dump_time=ts - 1)
         self.records.append(
             TargetOp(rank, token, graph_number, op.name, op.type, 0, (path,), None, op.members,
                      inserted=op.kind is OpKind.INSERTED, inner=op.kind is OpKind.INNER, rerun=True)

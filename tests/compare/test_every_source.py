@@ -31,7 +31,7 @@ from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 RERUN = "layers.1/MatMul_1"
-CONFIG = ScenarioConfig(model=ModelConfig(layers=2, pow_norm=True, empty_cache=True), tokens=2, rerun_ops=(RERUN,))
+CONFIG = ScenarioConfig(model=ModelConfig(layers=2, pow_norm=True, empty_cache=True), tokens=2, reruns=(RERUN,))
 GOLDENS = ("golden_fx", "golden_ge")
 
 
