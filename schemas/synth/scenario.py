@@ -36,7 +36,17 @@ from tcmp.schemas.records import IO
 from .fx_writer import FxEra, FxWriter
 from .ge_writer import TensorSpec, write_ge_dump
 from .graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
-from .model import FusionGroup, GeOpDef, ModelConfig, ModelGraph, ModelValues, OpKind, TensorRef, build_model_values
+from .model import (
+    FusionGroup,
+    GeOpDef,
+    ModelConfig,
+    ModelGraph,
+    ModelValues,
+    OpKind,
+    TensorRef,
+    build_model_values,
+    round_to,
+)
 
 MAX_FILE_NAME = 255  # longer dump names are replaced by a hash and recorded in mapping.csv
 BASE_TIMESTAMP_US = 1_764_400_000_000_000  # 16-digit µs timestamps, as gettimeofday gives today
@@ -97,6 +107,10 @@ class ScenarioConfig:
     faults: tuple[Fault, ...] = ()
     propagate_faults: bool = False
     noise: float = 0.0
+    # A clean run as a real device gives it: every float output of a computing op within `ulp_noise` units in the
+    # last place of its dtype of the exact value (another summation order, another kernel), the GE-inserted ops'
+    # outputs exactly their inputs (TransData only moves data), graph inputs and constants exact. 0: exact values.
+    ulp_noise: int = 0
     ffts_ops: tuple[str, ...] = ()  # target ops written as two FFTS+ slice files (automatic mode)
     capture_names: bool = False  # adump capture-mode file names (6 fields) instead of the GE 5-field form
     undumped: tuple[Undumped, ...] = ()
@@ -231,6 +245,11 @@ class _ValueSource:
         self.values = values
         self.noise = config.noise
         self.rng = np.random.default_rng([config.seed, rank, token, 7])
+        self.ulp_noise = config.ulp_noise
+        self.ulp_rng = np.random.default_rng([config.seed, rank, token, 11])  # its own stream: `noise` draws unchanged
+        self.dtypes = {TensorRef(o.name, i): d for o in graph.ge_ops for i, d in enumerate(o.output_dtypes)}
+        self.kinds = {o.name: o.kind for o in graph.ge_ops}
+        self.passed_through = {TensorRef(o.name, 0): o.inputs[0] for o in graph.ge_ops if o.kind is OpKind.INSERTED}
         self.faults = {f.op: f for f in config.faults if f.applies(rank, token)}
         self.propagate = config.propagate_faults
         # op -> the faults its outputs carry, upstream first: an op below a 3 % error that itself makes NaN has both
@@ -257,6 +276,10 @@ class _ValueSource:
         key = (ref, execution)
         if key not in self._cache:
             value = self.golden(ref, execution)
+            if self.ulp_noise and ref in self.passed_through:
+                value = self.target(self.passed_through[ref])
+            elif self.ulp_noise and self.kinds[ref.op] in (OpKind.COMPUTE, OpKind.INNER):
+                value = ulp_moved(value, self.dtypes[ref], self.ulp_noise, self.ulp_rng)
             if self.noise and value.dtype.kind == "f":
                 value = value * (1.0 + self.rng.uniform(-self.noise, self.noise, value.shape))
             for fault in self.propagated.get(ref.op, ()):
@@ -270,6 +293,37 @@ class _ValueSource:
         if fault is None or fault.kind not in VALUE_FAULTS:
             return None
         return None if self.propagate and fault.kind is not FaultKind.SHAPE else fault
+
+
+# (explicit mantissa bits, smallest normal exponent) of the float dtypes the model uses
+_FLOAT_BITS = {
+    int(DataType.DT_FLOAT16): (10, -14),
+    int(DataType.DT_FLOAT): (23, -126),
+    int(DataType.DT_BF16): (7, -126),
+}
+
+
+def ulp_of(value: np.ndarray, dtype: int) -> np.ndarray:
+    """One unit in the last place of `dtype` at each element of `value` (a value of that dtype, held in float64):
+    2^(exponent - mantissa bits), the exponent no lower than the smallest normal one (subnormals share its step)."""
+    bits, emin = _FLOAT_BITS[dtype]
+    _, exponent = np.frexp(np.asarray(value, dtype=np.float64))  # |v| = m·2^e with m in [0.5, 1)
+    return np.ldexp(1.0, np.maximum(exponent - 1, emin) - bits)
+
+
+def ulp_moved(value: np.ndarray, dtype: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """`value` (a value of `dtype`, in float64) with each nonzero finite element moved by a whole number j in
+    [-k, k] of its own ulps, to a value of `dtype`: where v + j·ulp(v) is not one (a step up across a power of two,
+    where the grid is coarser), |j| is lowered until it is. Zeros stay zero."""
+    if dtype not in _FLOAT_BITS:
+        return value
+    value = np.asarray(value, dtype=np.float64)
+    steps = rng.integers(-k, k + 1, size=value.shape)
+    ulp = ulp_of(value, dtype)
+    for _ in range(k):
+        off_grid = round_to(value + steps * ulp, dtype) != value + steps * ulp
+        steps = np.where(off_grid, steps - np.sign(steps), steps)
+    return np.where((value == 0) | ~np.isfinite(value), value, value + steps * ulp)
 
 
 def _apply(fault: Fault, value: np.ndarray) -> np.ndarray:

@@ -388,3 +388,40 @@ def test_propagated_faults_compose(tmp_path):
     nan = np.isnan(got)
     assert 0 < nan.sum() < got.size
     assert np.array_equal(got[~nan], want[~nan])
+
+
+def ulps(got: np.ndarray, want: np.ndarray, dtype: int) -> np.ndarray:
+    """|got - want| in units in the last place of `dtype` at `want`: numpy's spacing for fp16/fp32; bf16 is fp32 with
+    16 mantissa bits fewer, so its unit is 2^16 of fp32's (normal numbers)."""
+    if dtype == int(DT.DT_BF16):
+        unit = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64) * 2.0**16
+    else:
+        unit = np.spacing(np.abs(want).astype(STORED[dtype])).astype(np.float64)
+    return np.abs(got - want) / unit
+
+
+def test_ulp_noise_is_a_clean_run_within_k_ulps(tmp_path):
+    """`ulp_noise`: each computed float output within k units in the last place of its dtype of the exact value
+    (k reached), integers, graph inputs and constants exact, and a GE-inserted TransData's output its input."""
+    config = ScenarioConfig(tokens=1, ulp_noise=2, write_fx=False, write_fusion_off=False)
+    written = write_scenario(tmp_path, config)
+    graph, values = model(config, 0, 1, 0)
+    worst, exact_inputs, data_moves = 0.0, 0, 0
+    for op in written.target_ops:
+        inputs, outputs = dumped_refs(graph, op)
+        _, got_in, got_out = load(op.paths[0])
+        for ref, got in zip(inputs + outputs, got_in + got_out):
+            producer = graph.op(ref.op)
+            dtype = producer.output_dtypes[ref.index]
+            want = golden(values, ref, op.execution if ref in outputs else 0)
+            if producer.kind.value in ("data", "const") or dtype not in STORED:
+                assert_equal_values(got, want, f"{op.op_name} {ref}: exact")
+                exact_inputs += 1
+                continue
+            assert np.array_equal(got == 0, want == 0), f"{op.op_name} {ref}: zeros stay zero"
+            nonzero = want != 0
+            worst = max(worst, float(ulps(got[nonzero], want[nonzero], dtype).max(initial=0.0)))
+        if op.op_type == "TransData":
+            assert_equal_values(got_out[0], got_in[0], f"{op.op_name}: a data move")
+            data_moves += 1
+    assert worst == 2.0 and exact_inputs > 10 and data_moves == 2
