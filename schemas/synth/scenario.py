@@ -108,8 +108,9 @@ class ScenarioConfig:
     propagate_faults: bool = False
     noise: float = 0.0
     # A clean run as a real device gives it: every float output of a computing op within `ulp_noise` units in the
-    # last place of its dtype of the exact value (another summation order, another kernel), the GE-inserted ops'
-    # outputs exactly their inputs (TransData only moves data), graph inputs and constants exact. 0: exact values.
+    # last place of its dtype of the exact value (another summation order, another kernel), but a Cast's output
+    # its (noisy) input cast, and a GE-inserted op's output exactly its input (TransData only moves data); graph
+    # inputs and constants exact. 0: exact values.
     ulp_noise: int = 0
     ffts_ops: tuple[str, ...] = ()  # target ops written as two FFTS+ slice files (automatic mode)
     capture_names: bool = False  # adump capture-mode file names (6 fields) instead of the GE 5-field form
@@ -250,6 +251,16 @@ class _ValueSource:
         self.dtypes = {TensorRef(o.name, i): d for o in graph.ge_ops for i, d in enumerate(o.output_dtypes)}
         self.kinds = {o.name: o.kind for o in graph.ge_ops}
         self.passed_through = {TensorRef(o.name, 0): o.inputs[0] for o in graph.ge_ops if o.kind is OpKind.INSERTED}
+        # a Cast the model computes as a plain cast (some scale their input too): the device casts what it was given
+        self.casts = {
+            TensorRef(o.name, 0): o.inputs[0]
+            for o in graph.ge_ops
+            if o.type == "Cast"
+            and o.kind is OpKind.COMPUTE
+            and np.array_equal(
+                values.tensors[TensorRef(o.name, 0)], round_to(values.tensors[o.inputs[0]], o.output_dtypes[0])
+            )
+        }
         self.faults = {f.op: f for f in config.faults if f.applies(rank, token)}
         self.propagate = config.propagate_faults
         # op -> the faults its outputs carry, upstream first: an op below a 3 % error that itself makes NaN has both
@@ -278,6 +289,8 @@ class _ValueSource:
             value = self.golden(ref, execution)
             if self.ulp_noise and ref in self.passed_through:
                 value = self.target(self.passed_through[ref])
+            elif self.ulp_noise and ref in self.casts:
+                value = round_to(self.target(self.casts[ref]), self.dtypes[ref])
             elif self.ulp_noise and self.kinds[ref.op] in (OpKind.COMPUTE, OpKind.INNER):
                 value = ulp_moved(value, self.dtypes[ref], self.ulp_noise, self.ulp_rng)
             if self.noise and value.dtype.kind == "f":

@@ -6,7 +6,8 @@ it the first divergence of its token.
 
 "Clean" is what a real device gives for a correct model: the synthetic writer's `ulp_noise` moves every float
 output of a computing op by up to 2 units in the last place of its dtype (another summation order, another kernel),
-rounding noise a verdict must not call an error; graph inputs, constants and the data moves GE inserts are exact.
+rounding noise a verdict must not call an error; a Cast casts the (noisy) value it is given, the data moves GE
+inserts copy it, graph inputs and constants are exact.
 Each dump is written once per (dtype, era) and shared by the cells; all index cells share one `tcmp watch` run over
 copies of the dumps.
 """
