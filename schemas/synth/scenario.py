@@ -9,7 +9,7 @@ Layout written under `root` (spec/dump-formats.md §4):
     golden_fx/…                                      per `FxEra`
 
 Values are exact: the golden FX tensors are the model's float64 values rounded to their dtype, and the target
-holds the same values (plus optional relative `noise`, or `rounding_steps`: the few units in the last place a fused
+holds the same values (plus optional relative `noise`, or `ulp_noise`: the few units in the last place another
 kernel's rounding moves a result by) except where a `Fault` says otherwise. Faults stay local
 unless `propagate_faults`: then everything downstream of the faulty op is off as well, which is what a real
 accuracy bug looks like (and what first-divergence analysis must see through). The returned `Scenario` lists
@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-import ml_dtypes
 import numpy as np
 
 from tcmp.schemas.dtypes import DataType
@@ -48,6 +47,7 @@ from .model import (
     TensorRef,
     build_model_values,
     cann_cast,
+    round_to,
 )
 
 MAX_FILE_NAME = 255  # longer dump names are replaced by a hash and recorded in mapping.csv
@@ -109,9 +109,11 @@ class ScenarioConfig:
     faults: tuple[Fault, ...] = ()
     propagate_faults: bool = False
     noise: float = 0.0
-    # the target's computed float tensors moved by a random whole number of units in the last place of their dtype,
-    # at most this many (-k..k per element): the rounding differences between a fused kernel and the unfused ops
-    rounding_steps: int = 0
+    # A clean run as a real device gives it: every float output of a computing op within `ulp_noise` units in the
+    # last place of its dtype of the exact value (another summation order, another kernel), but a Cast's output
+    # its (noisy) input cast, and a GE-inserted op's output exactly its input (TransData only moves data); graph
+    # inputs and constants exact. 0: exact values.
+    ulp_noise: int = 0
     ffts_ops: tuple[str, ...] = ()  # target ops written as two FFTS+ slice files (automatic mode)
     capture_names: bool = False  # adump capture-mode file names (6 fields) instead of the GE 5-field form
     undumped: tuple[Undumped, ...] = ()
@@ -250,15 +252,28 @@ class _ValueSource:
         self.values = values
         self.noise = config.noise
         self.rng = np.random.default_rng([config.seed, rank, token, 7])
+        self.ulp_noise = config.ulp_noise
+        self.ulp_rng = np.random.default_rng([config.seed, rank, token, 11])  # its own stream: `noise` draws unchanged
+        self.dtypes = {TensorRef(o.name, i): d for o in graph.ge_ops for i, d in enumerate(o.output_dtypes)}
+        self.kinds = {o.name: o.kind for o in graph.ge_ops}
+        self.passed_through = {TensorRef(o.name, 0): o.inputs[0] for o in graph.ge_ops if o.kind is OpKind.INSERTED}
+        # a Cast the model computes as a plain cast (some scale their input too): the device casts what it was given
+        self.casts = {
+            TensorRef(o.name, 0): o.inputs[0]
+            for o in graph.ge_ops
+            if o.type == "Cast"
+            and o.kind is OpKind.COMPUTE
+            and np.array_equal(
+                values.tensors[TensorRef(o.name, 0)], round_to(values.tensors[o.inputs[0]], o.output_dtypes[0])
+            )
+        }
         self.faults = {f.op: f for f in config.faults if f.applies(rank, token)}
         self.propagate = config.propagate_faults
         # a GE-inserted Cast writes what the cast computes from its input as dumped (noise and upstream faults in)
-        self.casts = {op.name: op for op in graph.ge_ops if op.kind is OpKind.INSERTED and op.type == "Cast"}
+        self.inserted_casts = {op.name: op for op in graph.ge_ops if op.kind is OpKind.INSERTED and op.type == "Cast"}
         # op -> the faults its outputs carry, upstream first: an op below a 3 % error that itself makes NaN has both
         self.propagated: dict[str, list[Fault]] = {}
         self._cache: dict[tuple[TensorRef, int], np.ndarray] = {}
-        self.rounding_steps = config.rounding_steps
-        self._rounded = _rounded_refs(graph) if config.rounding_steps else {}
         if self.propagate:
             members = {g.name: g.members for g in graph.fusion_groups}
             position = {op.name: i for i, op in enumerate(graph.ge_ops)}
@@ -278,8 +293,8 @@ class _ValueSource:
 
     def target(self, ref: TensorRef, execution: int = 0) -> np.ndarray:
         key = (ref, execution)
-        if key not in self._cache and ref.op in self.casts:
-            op = self.casts[ref.op]
+        if key not in self._cache and ref.op in self.inserted_casts:
+            op = self.inserted_casts[ref.op]
             value = cann_cast(self.target(op.inputs[0], execution), op.output_dtypes[ref.index])
             for fault in self.propagated.get(ref.op, ()):
                 if fault.op == ref.op:  # the upstream ones are in its input already
@@ -287,10 +302,14 @@ class _ValueSource:
             self._cache[key] = value
         if key not in self._cache:
             value = self.golden(ref, execution)
+            if self.ulp_noise and ref in self.passed_through:
+                value = self.target(self.passed_through[ref])
+            elif self.ulp_noise and ref in self.casts:
+                value = round_to(self.target(self.casts[ref]), self.dtypes[ref])
+            elif self.ulp_noise and self.kinds[ref.op] in (OpKind.COMPUTE, OpKind.INNER):
+                value = ulp_moved(value, self.dtypes[ref], self.ulp_noise, self.ulp_rng)
             if self.noise and value.dtype.kind == "f":
                 value = value * (1.0 + self.rng.uniform(-self.noise, self.noise, value.shape))
-            if ref in self._rounded and value.dtype.kind == "f":
-                value = _steps_away(value, self._rounded[ref], self.rounding_steps, self.rng)
             for fault in self.propagated.get(ref.op, ()):
                 value = _apply(fault, value)
             self._cache[key] = value
@@ -304,39 +323,35 @@ class _ValueSource:
         return None if self.propagate and fault.kind is not FaultKind.SHAPE else fault
 
 
-# (cast, significand bits, smallest normal exponent) of the float dtypes a rounding step is taken in
-_STEPS = {
-    int(DataType.DT_FLOAT16): (np.float16, 10, -14),
-    int(DataType.DT_BF16): (ml_dtypes.bfloat16, 7, -126),
-    int(DataType.DT_FLOAT): (np.float32, 23, -126),
+# (explicit mantissa bits, smallest normal exponent) of the float dtypes the model uses
+_FLOAT_BITS = {
+    int(DataType.DT_FLOAT16): (10, -14),
+    int(DataType.DT_FLOAT): (23, -126),
+    int(DataType.DT_BF16): (7, -126),
 }
 
 
-def _rounded_refs(graph: ModelGraph) -> dict[TensorRef, int]:
-    """The tensors a kernel computes (outputs of converted ops, fp16/bf16/fp32), by dtype; not those a GE-inserted
-    op reads, whose self check compares them with their own copy (a Cast or TransData does not round again)."""
-    read_by_inserted = {ref for op in graph.ge_ops if op.kind is OpKind.INSERTED for ref in op.inputs}
-    return {
-        TensorRef(op.name, i): dtype
-        for op in graph.ge_ops
-        if op.kind in (OpKind.COMPUTE, OpKind.INNER)
-        for i, dtype in enumerate(op.output_dtypes)
-        if dtype in _STEPS and TensorRef(op.name, i) not in read_by_inserted
-    }
+def ulp_of(value: np.ndarray, dtype: int) -> np.ndarray:
+    """One unit in the last place of `dtype` at each element of `value` (a value of that dtype, held in float64):
+    2^(exponent - mantissa bits), the exponent no lower than the smallest normal one (subnormals share its step)."""
+    bits, emin = _FLOAT_BITS[dtype]
+    _, exponent = np.frexp(np.asarray(value, dtype=np.float64))  # |v| = m·2^e with m in [0.5, 1)
+    return np.ldexp(1.0, np.maximum(exponent - 1, emin) - bits)
 
 
-def _steps_away(value: np.ndarray, dtype: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """`value` as `dtype` holds it, each element moved by -k..k of its units in the last place: away from zero
-    where that stays on the dtype's grid, else toward zero (across a power of two upward the step doubles)."""
-    cast, mantissa, lowest = _STEPS[dtype]
-    stored = np.asarray(value, dtype=np.float64).astype(cast).astype(np.float64)
-    magnitude = np.abs(stored)
-    exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, 1.0)))
-    exponent = np.where(magnitude > 0, np.maximum(exponent, lowest), lowest)
-    shift = rng.integers(-k, k + 1, stored.shape) * np.exp2(exponent - mantissa)
-    moved = stored + shift
-    on_grid = moved.astype(cast).astype(np.float64) == moved
-    return np.where(on_grid, moved, stored - shift)
+def ulp_moved(value: np.ndarray, dtype: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """`value` (a value of `dtype`, in float64) with each nonzero finite element moved by a whole number j in
+    [-k, k] of its own ulps, to a value of `dtype`: where v + j·ulp(v) is not one (a step up across a power of two,
+    where the grid is coarser), |j| is lowered until it is. Zeros stay zero."""
+    if dtype not in _FLOAT_BITS:
+        return value
+    value = np.asarray(value, dtype=np.float64)
+    steps = rng.integers(-k, k + 1, size=value.shape)
+    ulp = ulp_of(value, dtype)
+    for _ in range(k):
+        off_grid = round_to(value + steps * ulp, dtype) != value + steps * ulp
+        steps = np.where(off_grid, steps - np.sign(steps), steps)
+    return np.where((value == 0) | ~np.isfinite(value), value, value + steps * ulp)
 
 
 def _apply(fault: Fault, value: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ def _tensor(root, label: str) -> np.ndarray:
 
 
 def test_the_chart_plots_one_minus_cosine_at_full_precision(tmp_path):
-    config = ScenarioConfig(model=ModelConfig(layers=1, dtype=int(DataType.DT_BF16)), tokens=1, rounding_steps=1)
+    config = ScenarioConfig(model=ModelConfig(layers=1, dtype=int(DataType.DT_BF16)), tokens=1, ulp_noise=1)
     scenario = write_scenario(tmp_path / "dump", config)
     result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_ge), tmp_path / "report")
     written = result.ranks[0].report

@@ -214,7 +214,7 @@ def test_the_rule_is_declared_once_and_the_legend_and_readme_say_it():
 
 @pytest.fixture(scope="module")
 def bf16_noise(tmp_path_factory):
-    config = ScenarioConfig(model=ModelConfig(layers=2, dtype=int(DataType.DT_BF16)), tokens=2, rounding_steps=2)
+    config = ScenarioConfig(model=ModelConfig(layers=2, dtype=int(DataType.DT_BF16)), tokens=2, ulp_noise=2)
     return write_scenario(tmp_path_factory.mktemp("bf16_noise"), config)
 
 
@@ -237,7 +237,7 @@ def test_bf16_rounding_noise_gives_no_fail_and_no_first_divergence(bf16_noise, g
 
 
 def test_an_injected_fault_under_rounding_noise_still_fails_and_is_the_first_divergence(tmp_path):
-    config = ScenarioConfig(model=ModelConfig(layers=2, dtype=int(DataType.DT_BF16)), tokens=1, rounding_steps=2,
+    config = ScenarioConfig(model=ModelConfig(layers=2, dtype=int(DataType.DT_BF16)), tokens=1, ulp_noise=2,
                             faults=(Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.03),))  # fmt: skip
     scenario = write_scenario(tmp_path, config)
     for golden in (scenario.golden_ge, scenario.golden_fx):

@@ -392,3 +392,56 @@ def test_propagated_faults_compose(tmp_path):
     nan = np.isnan(got)
     assert 0 < nan.sum() < got.size
     assert np.array_equal(got[~nan], want[~nan])
+
+
+def ulps(got: np.ndarray, want: np.ndarray, dtype: int) -> np.ndarray:
+    """|got - want| in units in the last place of `dtype` at `want`: numpy's spacing for fp16/fp32; bf16 is fp32 with
+    16 mantissa bits fewer, so its unit is 2^16 of fp32's (normal numbers)."""
+    if dtype == int(DT.DT_BF16):
+        unit = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64) * 2.0**16
+    else:
+        unit = np.spacing(np.abs(want).astype(STORED[dtype])).astype(np.float64)
+    return np.abs(got - want) / unit
+
+
+def test_ulp_noise_is_a_clean_run_within_k_ulps(tmp_path):
+    """`ulp_noise`: each computed float output within k units in the last place of its dtype of the exact value
+    (k reached); a plain Cast's output its dumped input cast; a GE-inserted TransData's output its input; integers,
+    graph inputs and constants exact; an op's dumped input its producer's dumped output."""
+    config = ScenarioConfig(tokens=1, ulp_noise=2, write_fx=False, write_fusion_off=False)
+    written = write_scenario(tmp_path, config)
+    graph, values = model(config, 0, 1, 0)
+    dumped = {}
+    for op in written.target_ops:
+        inputs, outputs = dumped_refs(graph, op)
+        _, got_in, got_out = load(op.paths[0])
+        dumped[(op.op_name, op.execution)] = (inputs, outputs, got_in, got_out)
+    produced = {ref: got for (_, k), (_, outs, _, got) in dumped.items() if k == 0 for ref, got in zip(outs, got)}
+    worst, exact, casts, data_moves = 0.0, 0, 0, 0
+    for (name, execution), (inputs, outputs, got_in, got_out) in dumped.items():
+        for ref, got in zip(inputs, got_in):
+            if ref in produced:
+                assert_equal_values(got, produced[ref], f"{name} {ref}: its producer's output")
+            else:
+                assert_equal_values(got, golden(values, ref), f"{name} {ref}: a graph input or constant, exact")
+                exact += 1
+        node = graph.op(outputs[0].op)
+        dtype = node.output_dtypes[outputs[0].index]
+        if node.type == "TransData":
+            assert_equal_values(got_out[0], got_in[0], f"{name}: a data move")
+            data_moves += 1
+        elif node.type == "Cast" and np.array_equal(
+            golden(values, outputs[0]), stored(golden(values, inputs[0]), dtype)
+        ):
+            assert_equal_values(got_out[0], stored(got_in[0], dtype), f"{name}: its input cast")
+            casts += 1
+        else:
+            for ref, got in zip(outputs, got_out):
+                dtype, want = graph.op(ref.op).output_dtypes[ref.index], golden(values, ref, execution)
+                if dtype not in STORED:
+                    assert_equal_values(got, want, f"{name} {ref}: integers exact")
+                    continue
+                assert np.array_equal(got == 0, want == 0), f"{name} {ref}: zeros stay zero"
+                worst = max(worst, float(ulps(got[want != 0], want[want != 0], dtype).max(initial=0.0)))
+    # Cast_0, layers.1/Cast_1 (fp16 -> fp32) and layers.1/Cast_bf_1 (-> bf16) are plain casts; Cast_1_* scale too
+    assert worst == 2.0 and exact > 10 and casts == 3 and data_moves == 2

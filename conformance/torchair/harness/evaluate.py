@@ -9,6 +9,7 @@ The checks (each an acceptance criterion of the conformance harness):
 - by design without its reason: a "by design" item whose reason does not name the torchair behaviour behind it.
 - Stack Info: a row of a GE op named after an FX node must name in Stack Info the lines of harness/models.py the
   model ran that node's op from (truth.expected_stack_lines; at least one row per model is checked).
+- clean run: the same GE dump without the fault, compared again: no FAIL row and no first divergence.
 Two more counts inform without failing: rows whose two tensors are not the same tensor (wrong pairings, PASS or
 FAIL), and named GE outputs whose FX file exists but that no row compares.
 """
@@ -72,6 +73,8 @@ class ModelResult:
     named_not_compared: list = field(default_factory=list)
     stacks_checked: int = 0
     stack_wrong: list = field(default_factory=list)
+    clean_fails: list = field(default_factory=list)  # the clean run's FAIL rows (or why it has no report)
+    clean_first: list = field(default_factory=list)  # the clean run's first divergences
 
     @property
     def passed(self) -> bool:
@@ -85,6 +88,8 @@ class ModelResult:
             and not self.by_design_without_reason
             and self.stacks_checked > 0
             and not self.stack_wrong
+            and not self.clean_fails
+            and not self.clean_first
         )
 
 
@@ -92,8 +97,28 @@ def _token(cell: str) -> Optional[int]:
     return int(cell) if cell.isdigit() else None
 
 
-def evaluate(version: str, model: str, truth: ModelTruth, compared: CompareOutput) -> ModelResult:
+def _clean_run(result: ModelResult, clean: CompareOutput) -> None:
+    """The clean run's acceptance: 0 FAIL rows, no first divergence (a compare that refused counts as a FAIL)."""
+    if clean.refused is not None:
+        result.clean_fails.append(f"tcmp refused the clean run: {clean.refused}")
+        return
+    for row in clean.table:
+        if row["Result"] == "FAIL":
+            result.clean_fails.append(
+                f"{row['API Name']} (token {row['Token']}): cos {row.get('Cosine')}, MaxRelativeErr "
+                f"{row.get('MaxRelativeErr')}, {row.get('Err_message', '')}"
+            )
+    for d in (clean.summary or {}).get("first_divergence", []):
+        if d.get("op") is not None:
+            result.clean_first.append(f"{d['op']} (token {d['token']})")
+
+
+def evaluate(
+    version: str, model: str, truth: ModelTruth, compared: CompareOutput, clean: Optional[CompareOutput] = None
+) -> ModelResult:
     result = ModelResult(version, model, refused=compared.refused)
+    if clean is not None:
+        _clean_run(result, clean)
     if compared.refused is not None:
         return result
     ge = truth.ge

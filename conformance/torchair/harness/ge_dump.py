@@ -205,8 +205,17 @@ def _spec(value: np.ndarray) -> TensorSpec:
 
 
 def write_ge_side(
-    model_dir: Path, ir, fx: list[FxFile], fault_op_types: tuple[str, ...], rank_dirs: bool, fused_nodes=frozenset()
+    model_dir: Path,
+    ir,
+    fx: list[FxFile],
+    fault_op_types: tuple[str, ...],
+    rank_dirs: bool,
+    fused_nodes=frozenset(),
+    ge_dir: Optional[Path] = None,
+    inject_fault: bool = True,
 ) -> GeSide:
+    """The GE dump under `ge_dir` (default: the conversion run's `ge/`), with the fault or (`inject_fault` False: the
+    clean run) without it; `fault_op` is the op the fault goes to either way."""
     graph, runs = load_executed_graph(model_dir, ir)
     settled = []
     for step, run in enumerate(runs):
@@ -216,7 +225,7 @@ def write_ge_side(
         raise HarnessError(f"{model_dir.name}: GE never ran graph {graph.name}")
     step0_fx = [v for f in fx if f.step == 0 and f.io == "OUTPUT" for v in [_numeric(f)] if v is not None]
     faulty = fault_op(graph, fault_op_types, settled[0][0], settled[0][1], step0_fx)
-    root = model_dir / "ge" / GE_DUMP_DIR  # where enable_ge_dump pointed GE's dump_path
+    root = (ge_dir or model_dir / "ge") / GE_DUMP_DIR  # where enable_ge_dump pointed GE's dump_path
     if rank_dirs:
         root = root / "worldsize1_global_rank0"
     base = root / time.strftime("%Y%m%d%H%M%S") / "0" / f"{graph.name}_0" / "1"
@@ -231,6 +240,8 @@ def write_ge_side(
         }
         if not changed:
             raise HarnessError(f"{faulty.name} ({faulty.type}) has no float output to fault")
+        if not inject_fault:
+            changed = {}
         for task, op in enumerate(o for o in graph.ops if o.dumped):
             clock_us += 7
             path = base / str(step) / f"{op.type}.{_sanitized(op.name)}.{task + 1}.0.{clock_us}"

@@ -31,6 +31,10 @@ PATTERN_FUSED_TARGETS = frozenset(
 )
 PATTERN_PASS_SINCE = (2, 14)  # torchair 2.5.1 has no pattern pass
 
+# the clean run (the same GE dump without the fault) and its report, beside ge/ and report/
+CLEAN_GE_DIR = "ge_clean"
+CLEAN_REPORT_DIR = "report_clean"
+
 # the compiled model's outputs (GE = the harness's interpreter) against eager torch, relative to the outputs' size
 EAGER_TOLERANCE = 2e-2
 
@@ -101,17 +105,23 @@ def judge_model(key: str, model_dir: Path, ir, tcmp: Path, rank_dirs: bool) -> e
         for stale in where.iterdir() if where.is_dir() else ():
             if stale.is_dir() and stale.name != ge_dump.GE_DUMP_DIR:
                 shutil.rmtree(stale)
-    shutil.rmtree(model_dir / "report", ignore_errors=True)
+    for stale in (CLEAN_GE_DIR, "report", CLEAN_REPORT_DIR):
+        shutil.rmtree(model_dir / stale, ignore_errors=True)
+    # the clean run's directory: the conversion run's graph files and FX stack file, a GE dump without the fault
+    shutil.copytree(ge_root, model_dir / CLEAN_GE_DIR, symlinks=True)
     fx = fx_files.fx_files(model_dir / "fx")
     fused_nodes = frozenset(
         n["name"] for nodes in record["fx_graphs_converted"].values() for n in nodes
         if n["target"] in PATTERN_FUSED_TARGETS
     )  # fmt: skip
-    side = ge_dump.write_ge_side(model_dir, ir, fx, tuple(record["fault_op_types"]), rank_dirs, fused_nodes)
+    fault_types = tuple(record["fault_op_types"])
+    side = ge_dump.write_ge_side(model_dir, ir, fx, fault_types, rank_dirs, fused_nodes)
+    ge_dump.write_ge_side(model_dir, ir, fx, fault_types, rank_dirs, fused_nodes, model_dir / CLEAN_GE_DIR, False)
     model_truth = truth.ModelTruth(side, fx, record["fx_graphs_captured"], record["fx_graphs_converted"])
     model_truth.source_lines = expected_lines(record, fused_nodes)
     compared = evaluate.run_tcmp(tcmp, model_dir / "ge", model_dir / "fx", model_dir / "report")
-    return evaluate.evaluate(key, model_dir.name, model_truth, compared)
+    clean = evaluate.run_tcmp(tcmp, model_dir / CLEAN_GE_DIR, model_dir / "fx", model_dir / CLEAN_REPORT_DIR)
+    return evaluate.evaluate(key, model_dir.name, model_truth, compared, clean)
 
 
 def main(argv=None) -> int:
