@@ -38,6 +38,7 @@ from typing import Optional
 
 from tcmp.schemas.index import FileKey, FileState, ForgetRow, IndexRecord, KnownFile, ProblemRow, RawFlagRow
 from tcmp.schemas.layout import FileKind, classify_name
+from tcmp.schemas.under_root import PATH_MAX, LeftTheRoot, lstat_under, path_too_long
 
 from .convert import Failed, GraphParsed, NotReady, Skipped, Summarized, Vanished, WorkerPool, WorkResult
 from .inbox import Committed, FsEvent, IndexState, Message, Reconcile, RootPresence, StopDispatch
@@ -105,6 +106,7 @@ class Dispatcher(OwnThread):
         self._dirty: set[str] = set()
         self._rereads: collections.Counter[str] = collections.Counter()  # changed while read, in a row
         self._incomplete: set[str] = set()  # recorded as incomplete and not resolved since
+        self._too_long_recorded: set[str] = set()
         self._stopping = False
         self.counters = DispatchCounters()
         self.finished = threading.Event()  # once mode: everything found has been examined
@@ -246,11 +248,18 @@ class Dispatcher(OwnThread):
             if path in self._work.queued:
                 self._work.hurry(path, origin)
                 continue
+            if path_too_long(path):
+                self._too_long(path, root)
+                continue
             if origin is Origin.CREATED:
                 self._created(path, root, kind)
                 continue
             try:
-                st = os.lstat(path)
+                st = lstat_under(root.spec.root, path)
+            except LeftTheRoot as exc:
+                self._roots.left_the_root(exc, root)
+                self._vanished(path)
+                continue
             except FileNotFoundError:
                 self._vanished(path)
                 continue
@@ -297,6 +306,17 @@ class Dispatcher(OwnThread):
         no index lookup now: most created files are handled by their close event, which cancels this."""
         if path not in self._pending:
             self._pending.look_later(path, root.spec, kind, None, "just created", CREATED_DELAY_S)
+
+    def _too_long(self, path: str, root: WatchedRoot) -> None:
+        """Past PATH_MAX: no tool can open it by its path (the compare reads raw files by path), so it is recorded
+        as skipped, once per run, and counted as failed."""
+        if path in self._too_long_recorded:
+            return
+        self._too_long_recorded.add(path)
+        self.counters.failed += 1
+        reason = f"skipped: path too long ({len(os.fsencode(path))} bytes; the system's limit is {PATH_MAX - 1})"
+        log.warning("%s…: %s", path[:200], reason)
+        self._put(root.spec, path, ProblemRow(Path(path), FileState.ERROR, reason))
 
     def _enqueue(self, path: str, origin: Origin, spec: RootIndex, kind: FileKind, size: int) -> None:
         entry = self._pending.get(path)
@@ -345,7 +365,11 @@ class Dispatcher(OwnThread):
     def _recheck(self, path: str, entry: Pending) -> None:
         """A file that was not complete: examine it again if it changed; give up if it stayed as it was."""
         try:
-            st = os.lstat(path)
+            st = lstat_under(entry.spec.root, path)
+        except LeftTheRoot as exc:  # a directory on its way became a symlink: the file is no longer in the tree
+            log.warning("%s (it would leave the watched root %s)", exc, entry.spec.root)
+            self._vanished(path)
+            return
         except FileNotFoundError:
             self._vanished(path)
             return
@@ -393,7 +417,7 @@ class Dispatcher(OwnThread):
             self._vanished(path)
         elif isinstance(result, Skipped):
             self._resolved(path)
-            log.debug("%s skipped: %s", path, result.reason)
+            log.log(logging.WARNING if result.left_the_root else logging.DEBUG, "%s skipped: %s", path, result.reason)
         self._recheck_dirty(path)
 
     def _crashed(self, path: str, item: Queued) -> None:

@@ -13,7 +13,8 @@ from urllib.parse import quote
 
 from ..layout import INDEX_DIR
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: files.dev (st_dev of the file read); a schema-1 index is read as it is, and upgraded
+READABLE_VERSIONS = frozenset({1, 2})  # by its next writer
 INDEX_FILE = "index.sqlite"
 BUSY_TIMEOUT_S = 10.0  # readers
 WRITER_BUSY_TIMEOUT_S = 5.0  # the daemon retries a locked index itself, and says so in its log
@@ -45,10 +46,11 @@ class FileKey:
     inode: int
     size: int
     mtime_ns: int
+    dev: Optional[int] = None  # st_dev: an inode number names a file only on its device (None: a schema-1 row)
 
     @classmethod
     def of(cls, stat: os.stat_result) -> FileKey:
-        return cls(stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        return cls(stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_dev)
 
 
 def create_schema(conn: sqlite3.Connection) -> None:
@@ -97,11 +99,14 @@ def create_schema(conn: sqlite3.Connection) -> None:
             "bytes": int,
             "commit_seq": int,
             "indexed_ns": int,
+            "dev": int,
         },
         pk="id",
         not_null=["path", "state", "attempts", "summaries", "raw_deleted", "indexed_ns"],
         defaults={"attempts": 0, "summaries": 0, "raw_deleted": 0},
     )
+    if "dev" not in {row[1] for row in conn.execute("PRAGMA table_info(files)")}:  # a schema-1 index
+        conn.execute("ALTER TABLE files ADD COLUMN dev INTEGER")
     conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS files_path ON files(path)")
     table(
         "tensors",
@@ -225,6 +230,7 @@ FILE_COLUMNS = (
     "path", "inode", "size", "mtime_ns", "side", "kind", "rank", "token", "model", "run", "device", "model_id",
     "op_type", "op_name", "header_op_name", "io", "io_index", "io_sub_index", "timestamp", "dump_time",
     "mapped_name", "state", "error", "attempts", "summaries", "raw_deleted", "bytes", "commit_seq", "indexed_ns",
+    "dev",
 )  # fmt: skip
 TENSOR_COLUMNS = (
     "file_id", "position", "io", "io_index", "io_sub_index", "kind", "dtype", "shape", "device_format",
@@ -233,5 +239,5 @@ TENSOR_COLUMNS = (
 )  # fmt: skip
 FILES_SELECT = (
     "SELECT id, path, inode, size, mtime_ns, side, kind, rank, token, model, run, device, model_id, op_type, "
-    "op_name, header_op_name, state, error, raw_deleted, dump_time, mapped_name, indexed_ns FROM files"
+    "op_name, header_op_name, state, error, raw_deleted, dump_time, mapped_name, indexed_ns, {dev} FROM files"
 )

@@ -453,3 +453,32 @@ def test_a_reader_never_sees_a_half_created_index(tmp_path, monkeypatch):
     sqlite3.connect(empty).execute("PRAGMA journal_mode = WAL").fetchone()  # the file exists, its tables not yet
     with pytest.raises(IndexUnusable, match="an empty index"):
         open_index(empty.parent.parent)
+
+
+def test_an_index_of_schema_1_is_read_as_it_is_and_upgraded_by_its_next_writer(root):
+    """Schema 1 (before files.dev): what today's indexes are. Emulated by writing one and dropping the column."""
+    fx = _touch(root / FX_DIR / "mm_1-aten.mm.default.OUTPUT.0.20261129083000000017.npy")
+    summary = FileSummary(fx, "mm_1", None, ())
+    index = default_index_path(root)
+    with IndexWriter(index) as writer:
+        writer.add_root(root)
+        writer.write([SummaryRow(_dump_file(fx), _key(fx), summary)])
+    conn = sqlite3.connect(index)
+    conn.execute("ALTER TABLE files DROP COLUMN dev")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    st = os.stat(fx)
+    with open_index(root) as reader:
+        [file] = reader.files_under(root)
+        [known] = reader.lookup([str(fx)])
+    # read as it is: the key without its device, so the daemon reads the file once more (never trusts it blindly)
+    assert file.key == known.key == FileKey(st.st_ino, st.st_size, st.st_mtime_ns, None) != FileKey.of(st)
+    with IndexWriter(index) as writer:  # the next writer upgrades it in place, keeping its rows
+        writer.write([SummaryRow(_dump_file(fx), _key(fx), summary)])
+    conn = sqlite3.connect(index)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("SELECT count(*), max(dev) FROM files").fetchone() == (1, st.st_dev)
+    conn.close()
+    with open_index(root) as reader:
+        assert reader.lookup([str(fx)])[0].key == FileKey.of(st)
