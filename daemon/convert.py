@@ -4,8 +4,10 @@ process pool that runs those examinations.
 A worker never writes the index and never deletes anything: it returns a typed result, and the dispatcher and the
 writer thread decide what happens next. Completeness is the readers' own size check (GE: `8 + L + Σ sizes` equals
 the file size; `.npy`: the header's promise): `summarize_file` raises DumpIncomplete for a short file, so the
-check costs no extra read. The file's (inode, size, mtime) is taken before and after reading; if it changed, the
-content that was read is not the file's final content and the result says "not ready".
+check costs no extra read. The file is opened once, from the watched root down without following a symlink, and
+read through that descriptor; its (device, inode, size, mtime) is taken before and after reading; if it changed (or
+its name now names another file), the content that was read is not the file's final content and the result says
+"not ready".
 """
 
 from __future__ import annotations

@@ -107,13 +107,20 @@ def check_existing(directory_fd: int, path: Path, what: str) -> None:
     _check_ours(st, path, what)
 
 
-def prepare_index(index: Path) -> None:
+def prepare_index(index: Path) -> tuple[int, int, int, int]:
     """Before SQLite opens `index` by name: its directory and the index file are ours (created so when missing),
-    and so are the side files SQLite would open beside it."""
+    and so are the side files SQLite would open beside it. Returns the identity (st_dev, st_ino) of the directory
+    and of the index file: checked again once SQLite has opened it, so that a swap in between is refused too."""
     directory_fd = open_index_directory(index)
     try:
-        os.close(open_own_file(directory_fd, index, "the index", os.O_RDONLY))
+        fd = open_own_file(directory_fd, index, "the index", os.O_RDONLY)
+        try:
+            index_st = os.fstat(fd)
+        finally:
+            os.close(fd)
         for suffix in SQLITE_SIDE_FILES:
             check_existing(directory_fd, index.with_name(index.name + suffix), "the index's side file")
+        directory_st = os.fstat(directory_fd)
     finally:
         os.close(directory_fd)
+    return directory_st.st_dev, directory_st.st_ino, index_st.st_dev, index_st.st_ino

@@ -289,8 +289,10 @@ class IndexWriterThread(OwnThread):
             if slot.lock is None:
                 slot.lock = IndexLock.acquire(slot.path, roots=slot.roots)
                 self._warn_unlocked(slot)
-            prepare_index(slot.path)  # right before SQLite opens it by name
+            identity = prepare_index(slot.path)  # right before SQLite opens it by name
             slot.writer = IndexWriter(slot.path, durable=self._policy.drop_raw)
+            if prepare_index(slot.path) != identity:
+                raise IndexRefused(f"{slot.path} was replaced while it was opened: refused")
             for root in slot.roots:
                 slot.writer.add_root(Path(root))
                 slot.budgets[root] = RawBudget(self._policy, slot.writer.kept_raw_bytes(Path(root)))

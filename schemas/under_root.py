@@ -48,8 +48,12 @@ def names_below(root: str, path: str) -> tuple[str, ...]:
 
 
 def open_root(root: str) -> int:
-    """The root's own descriptor (the root itself is the configured directory, resolved once by the caller)."""
-    return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    """The root's own descriptor, walked from `/` with O_NOFOLLOW too: the root is a resolved path (no symlink
+    in it when it was configured), and a directory on its way that became a symlink since (its owner may rename
+    and replace it) leads nowhere."""
+    if not root.startswith("/"):
+        raise LeftTheRoot(root, "not an absolute path")
+    return open_directory(None, tuple(name for name in root.split("/") if name), root)
 
 
 def _open_directory_at(parent: int, name: str, path: str) -> int:
@@ -61,9 +65,10 @@ def _open_directory_at(parent: int, name: str, path: str) -> int:
         raise
 
 
-def open_directory(root_fd: int, names: tuple[str, ...], path: str) -> int:
-    """A new descriptor of the directory `names` below the root's descriptor, each name opened O_NOFOLLOW."""
-    fd = os.dup(root_fd)
+def open_directory(root_fd: Optional[int], names: tuple[str, ...], path: str) -> int:
+    """A new descriptor of the directory `names` below the root's descriptor (None: `/`), each name opened
+    O_NOFOLLOW."""
+    fd = os.open("/", _DIRECTORY) if root_fd is None else os.dup(root_fd)
     try:
         for name in names:
             child = _open_directory_at(fd, name, path)

@@ -288,3 +288,19 @@ def test_a_file_past_path_max_is_recorded_as_skipped_and_counted_by_status(tmp_p
     assert "1 skipped: path too long" in status.stdout, status.stdout
     assert tensor_rows(root / ".tcmp" / "index.sqlite", Path(long_path)) == []
     shutil.rmtree(root)  # shutil walks by descriptor
+
+
+def test_a_name_that_is_not_utf8_is_recorded_as_skipped_and_costs_no_other_file(tmp_path):
+    """SQLite keys are UTF-8: such a name used to make the writer drop its whole batch (the good file's too)."""
+    root = Path(os.path.realpath(tmp_path)) / "dumps"
+    good = _dump(root)
+    bad = os.fsencode(good.parent) + b"/op\xff_2-aten.add.Tensor.OUTPUT.0.20261129083000000002.npy"
+    with open(bad, "wb") as out:
+        out.write(npy_bytes(np.arange(4, dtype=np.float32)))
+    result = run_watch("--once", "--workers", "1", str(root))
+    assert result.returncode == 1, result.stderr
+    shown = bad.decode("utf-8", "backslashreplace")
+    assert f"{shown}: skipped: the name is not valid UTF-8" in result.stderr
+    rows = index_rows(root / ".tcmp" / "index.sqlite")
+    assert rows[str(good)].state == "summarized"
+    assert rows[shown].state == "error" and rows[shown].error == "skipped: the name is not valid UTF-8"

@@ -75,3 +75,14 @@ def test_a_fifo_is_never_opened(tree):
     os.mkfifo(f"{root}/a/pipe")
     with pytest.raises(NotRegular):
         open_file_under(root, f"{root}/a/pipe")  # would block forever if opened for reading
+
+
+def test_a_root_whose_own_path_became_a_symlink_leads_nowhere(tree):
+    """The root is configured resolved; its owner may later rename it and plant a link under its name."""
+    root, outside = tree
+    os.rename(root, root + ".moved")
+    os.symlink(outside, root)
+    with pytest.raises(LeftTheRoot, match="not followed"):
+        open_file_under(root, f"{root}/f")
+    with pytest.raises(LeftTheRoot):
+        DirectoryUnder.open(root, root)
