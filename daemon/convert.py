@@ -132,7 +132,7 @@ def examine(path_text: str, root: Optional[str] = None) -> WorkResult:
     except FileNotFoundError:
         return Vanished(path_text)
     except OSError as exc:
-        return Failed(path_text, None, f"cannot open: {exc.strerror or exc}", None)
+        return Failed(path_text, None, f"cannot read: {exc.strerror or exc}", None)
     with opened:
         return _examine_opened(opened, path, path_text)
 

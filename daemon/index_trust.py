@@ -16,6 +16,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Optional
 
 from tcmp.schemas.layout import INDEX_DIR
 
@@ -94,17 +95,34 @@ def open_own_file(directory_fd: int, path: Path, what: str, flags: int = os.O_RD
     return fd
 
 
-def check_existing(directory_fd: int, path: Path, what: str) -> None:
-    """A file SQLite would open by name beside the index, when it exists: a regular file of ours."""
+def check_existing(directory_fd: int, path: Path, what: str) -> Optional[os.stat_result]:
+    """A file SQLite opens by name, when it exists: a regular file of ours (its lstat; None when absent).
+
+    Only ever stat'ed, never opened: closing any descriptor of a database file drops every POSIX lock this
+    process holds on it, SQLite's included (another connection would then take the database for unused, and
+    checkpoint and reset its WAL under this one's feet)."""
     try:
         st = os.stat(path.name, dir_fd=directory_fd, follow_symlinks=False)
     except FileNotFoundError:
-        return
+        return None
     if stat.S_ISLNK(st.st_mode):
         raise IndexRefused(f"{what} {path} is a symlink: refused (remove it)")
     if not stat.S_ISREG(st.st_mode):
         raise IndexRefused(f"{what} {path} is not a regular file: refused (remove it)")
     _check_ours(st, path, what)
+    return st
+
+
+def _create_index_file(directory_fd: int, index: Path) -> None:
+    """A new, empty index file (0644 whatever the umask); a brand-new inode, so no connection holds locks on it."""
+    try:
+        fd = os.open(
+            index.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE,
+            dir_fd=directory_fd,
+        )  # fmt: skip
+    except FileExistsError:  # created meanwhile (or a link planted): checked as an existing one
+        return
+    os.close(fd)
 
 
 def prepare_index(index: Path) -> tuple[int, int, int, int]:
@@ -113,11 +131,12 @@ def prepare_index(index: Path) -> tuple[int, int, int, int]:
     and of the index file: checked again once SQLite has opened it, so that a swap in between is refused too."""
     directory_fd = open_index_directory(index)
     try:
-        fd = open_own_file(directory_fd, index, "the index", os.O_RDONLY)
-        try:
-            index_st = os.fstat(fd)
-        finally:
-            os.close(fd)
+        index_st = check_existing(directory_fd, index, "the index")
+        if index_st is None:
+            _create_index_file(directory_fd, index)
+            index_st = check_existing(directory_fd, index, "the index")
+            if index_st is None:
+                raise FileNotFoundError(errno.ENOENT, "the index vanished as it was created", str(index))
         for suffix in SQLITE_SIDE_FILES:
             check_existing(directory_fd, index.with_name(index.name + suffix), "the index's side file")
         directory_st = os.fstat(directory_fd)

@@ -4,7 +4,8 @@ Two daemons on one index summarize everything twice and collide on their commit 
 only takes turns between their transactions. So `tcmp watch` takes an exclusive flock(2) on `<index>.lock`
 before it opens the index, and holds it until it exits: the kernel drops it when the process ends, however it
 ends (kill -9 included), so a restart never meets a stale lock. The file names its holder (pid and host) for the
-message a second daemon gives, and for `tcmp status`.
+message a second daemon gives, and for `tcmp status`, and the roots it watches (one watcher per tree, trees.py).
+The directory and the lock file are created and checked as index_trust.py says (ours, never group/world-writable).
 
 `tcmp status` tells a live daemon from a dead one (or a zombie, or a reused pid) by trying a *shared* lock for
 an instant: that fails only while a daemon holds the exclusive one. A daemon starting in that instant retries

@@ -178,7 +178,7 @@ class Daemon:
         """Raises WatchRefused, with nothing started, when another daemon writes one of the indexes or watches a
         tree inside or around one of the roots, or when an index's directory or files are not ours."""
         try:
-            self._claim = claim_trees(tuple(r.root for r in self.roots))
+            self._claim = claim_trees(tuple((r.root, str(r.index)) for r in self.roots))
             self.writer.take_locks()
         except WatchRefused:
             if self._claim is not None:

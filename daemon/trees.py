@@ -17,6 +17,7 @@ import contextlib
 import errno
 import fcntl
 import itertools
+import json
 import logging
 import os
 import socket
@@ -45,6 +46,7 @@ class OtherWatcher:
     pid: Optional[int]
     host: Optional[str]
     roots: tuple[str, ...]
+    indexes: tuple[str, ...] = ()  # each root's index, where known (the registry says, a lock file does not)
 
 
 def overlapping(a: str, b: str) -> bool:
@@ -131,10 +133,11 @@ def _registered(directory_fd: int) -> list[OtherWatcher]:
 
 
 def _watcher_of(content: bytes) -> OtherWatcher:
-    lines = content.decode("utf-8", errors="surrogateescape").split("\n")
-    first = lines[0].split()
-    pid = int(first[0]) if first and first[0].isdigit() else None
-    return OtherWatcher(pid, first[1] if len(first) > 1 else None, tuple(x for x in lines[1:] if x.startswith("/")))
+    try:
+        entry = json.loads(content.decode("utf-8", errors="surrogateescape"))
+        return OtherWatcher(entry["pid"], entry["host"], tuple(entry["roots"]), tuple(entry["indexes"]))
+    except (ValueError, KeyError, TypeError):  # being written this instant, or damaged: it names nothing
+        return OtherWatcher(None, None, ())
 
 
 def _holders_around(root: str) -> list[OtherWatcher]:
@@ -148,28 +151,34 @@ def _holders_around(root: str) -> list[OtherWatcher]:
 
 
 def _from_holder(holder: LockHolder, directory: str) -> OtherWatcher:
-    return OtherWatcher(holder.pid, holder.host, holder.roots or (directory,))
+    roots = holder.roots or (directory,)  # an older tcmp's lock names no roots: its own directory's, then
+    return OtherWatcher(holder.pid, holder.host, roots, (str(default_index_path(directory)),) * len(roots))
 
 
-def _refuse_overlap(roots: tuple[str, ...], others: list[OtherWatcher]) -> None:
-    for root in roots:
+def _refuse_overlap(roots: tuple[tuple[str, str], ...], others: list[OtherWatcher]) -> None:
+    ours = {index for _, index in roots}
+    for root, _ in roots:
         for other in others:
-            if other.pid == os.getpid():
-                continue
+            if other.pid == os.getpid() or ours & set(other.indexes):
+                continue  # (the same index: its lock refuses, saying so: IndexBusy)
             for theirs in other.roots:
                 if overlapping(root, theirs):
                     who = f"tcmp watch pid {other.pid}" if other.pid is not None else "another tcmp watch"
-                    where = "is" if root == theirs else "contains" if theirs.startswith(root) else "is inside"
+                    if root == theirs:
+                        where = f"{root} is watched already, into another index, by {who}"
+                    else:
+                        verb = "contains" if theirs.startswith(root) else "is inside"
+                        where = f"{root} {verb} {theirs}, which {who} watches"
                     raise TreeTaken(
-                        f"{root} {where} {theirs}, which {who} watches: one watcher per tree (nested watchers "
-                        "with --drop-raw delete each other's unread files); stop it, or watch the outer root only"
+                        f"{where}: one watcher per tree (nested watchers with --drop-raw delete each other's "
+                        "unread files); stop it, or watch the outer root only"
                     )
 
 
-def claim_trees(roots: tuple[str, ...]) -> TreeClaim:
-    """Refuse (TreeTaken) when another running watcher holds a root inside or around one of `roots`; else
-    register them until `release`."""
-    _refuse_overlap(roots, [w for root in roots for w in _holders_around(root)])
+def claim_trees(roots: tuple[tuple[str, str], ...]) -> TreeClaim:
+    """Refuse (TreeTaken) when another running watcher holds a root inside or around one of `roots` ((root,
+    index) pairs); else register them until `release`."""
+    _refuse_overlap(roots, [w for root, _ in roots for w in _holders_around(root)])
     directory = registry_directory()
     if directory is None:
         return TreeClaim(None, None, None)
@@ -190,8 +199,9 @@ def claim_trees(roots: tuple[str, ...]) -> TreeClaim:
             claim.name, claim.fd = name, fd
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.ftruncate(fd, 0)
-            entry = f"{os.getpid()} {socket.gethostname()}\n" + "".join(f"{root}\n" for root in roots)
-            os.pwrite(fd, entry.encode("utf-8", errors="surrogateescape"), 0)
+            entry = {"pid": os.getpid(), "host": socket.gethostname(), "roots": [r for r, _ in roots],
+                     "indexes": [i for _, i in roots]}  # fmt: skip
+            os.pwrite(fd, json.dumps(entry).encode("utf-8", errors="surrogateescape"), 0)
         finally:
             os.close(guard)
     except BaseException:
