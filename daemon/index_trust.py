@@ -6,7 +6,8 @@ its directory's descriptor, so neither a planted symlink nor the umask decides w
 them. An existing one is refused (IndexRefused, one line) when it is a symlink, not a directory (or not a regular
 file), owned by a user other than this one or root, or writable by group or others: any user who can write into
 the tree could otherwise point the root daemon's database at a file of their choosing, or edit its records. The
-same goes for the `-wal` and `-shm` files SQLite opens beside the index.
+same goes for the `-wal` and `-shm` files SQLite opens beside the index. An existing index is only stat'ed,
+never opened here (see check_existing: SQLite's locks).
 """
 
 from __future__ import annotations
