@@ -4,19 +4,21 @@ process pool that runs those examinations.
 A worker never writes the index and never deletes anything: it returns a typed result, and the dispatcher and the
 writer thread decide what happens next. Completeness is the readers' own size check (GE: `8 + L + Σ sizes` equals
 the file size; `.npy`: the header's promise): `summarize_file` raises DumpIncomplete for a short file, so the
-check costs no extra read. The file's (inode, size, mtime) is taken before and after reading; if it changed, the
-content that was read is not the file's final content and the result says "not ready".
+check costs no extra read. The file is opened once, from the watched root down without following a symlink, and
+read through that descriptor; its (device, inode, size, mtime) is taken before and after reading; if it changed (or
+its name now names another file), the content that was read is not the file's final content and the result says
+"not ready".
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import dataclasses
 import logging
 import multiprocessing
 import os
 import signal
-import stat
 import threading
 import time
 from concurrent.futures import Future
@@ -27,14 +29,22 @@ from typing import Optional, Union
 from tcmp.compare.moments import COMPILED, warm
 from tcmp.compare.summary import summarize_file
 from tcmp.schemas.errors import DumpCorrupt, DumpError, DumpIncomplete, GraphParseError, describe
-from tcmp.schemas.ge_names import hashed_stem, read_mapping
+from tcmp.schemas.ge_names import MAPPING_FILE, hashed_stem, parse_mapping
 from tcmp.schemas.graph import read_graph
 from tcmp.schemas.host import one_blas_thread
 from tcmp.schemas.index import FileKey, GraphRow, SummaryRow
 from tcmp.schemas.layout import DumpFile, GraphFile, Unrecognized, locate
+from tcmp.schemas.under_root import (
+    LeftTheRoot,
+    NotRegular,
+    OpenedFile,
+    open_file_under,
+    read_small_file_in,
+)
 
 log = logging.getLogger(__name__)
 
+MAPPING_LIMIT = 64 << 20  # a mapping.csv row per hashed file name: far below this
 ENGINE = COMPILED  # the fused C loops, 2-3x numpy's speed (numpy where the extension is not built)
 
 
@@ -81,39 +91,58 @@ class Vanished:
 
 @dataclass(frozen=True)
 class Skipped:
-    """Not a dump file after all (not a regular file, or a name locate() ignores)."""
+    """Not a dump file after all (not a regular file, or a name locate() ignores), or reached through a symlink
+    (`left_the_root`)."""
 
     path: str
     reason: str
+    left_the_root: bool = False
 
 
 WorkResult = Union[Summarized, GraphParsed, NotReady, Failed, Vanished, Skipped]
 
 
-def _mapping_for(path: Path) -> tuple[Optional[dict[str, str]], Optional[str]]:
-    """The directory's mapping.csv when the name is a hashed long name, and this file's row of it."""
+def _mapping_for(opened: OpenedFile, path: Path) -> tuple[Optional[dict[str, str]], Optional[str]]:
+    """The directory's mapping.csv when the name is a hashed long name, and this file's row of it (read through
+    the directory's descriptor, never through a symlink)."""
     stem = hashed_stem(path.name)
     if stem is None:
         return None, None
-    mapping = read_mapping(path.parent)
+    try:
+        content = read_small_file_in(opened.directory, MAPPING_FILE, MAPPING_LIMIT)
+    except (LeftTheRoot, NotRegular):
+        raise DumpCorrupt(path.parent / MAPPING_FILE, "not a regular file (a symlink is not followed)") from None
+    mapping = {} if content is None else parse_mapping(content.decode("utf-8", "replace"), path.parent / MAPPING_FILE)
     return mapping, mapping.get(stem)
 
 
-def examine(path_text: str) -> WorkResult:
-    """Place, check and summarize (or parse) one file. Never raises for a problem of the file itself."""
+def examine(path_text: str, root: Optional[str] = None) -> WorkResult:
+    """Place, check and summarize (or parse) one file of the watched `root` (default: its own directory). Never
+    raises for a problem of the file itself.
+
+    The file is opened from the root down without following a symlink (under_root.py), and the readers read that
+    open file (through /proc/self/fd), so a name swapped for a link on the way reads nothing outside the tree."""
     path = Path(path_text)
     try:
-        before = os.lstat(path)
+        opened = open_file_under(root if root is not None else str(path.parent), path_text)
+    except LeftTheRoot as exc:
+        return Skipped(path_text, f"{exc.reason} (it would leave the watched root)", left_the_root=True)
+    except NotRegular:
+        return Skipped(path_text, "not a regular file")
     except FileNotFoundError:
         return Vanished(path_text)
     except OSError as exc:
-        return Failed(path_text, None, f"cannot stat: {exc.strerror or exc}", None)
-    if not stat.S_ISREG(before.st_mode):
-        return Skipped(path_text, "not a regular file")
-    key = FileKey.of(before)
+        return Failed(path_text, None, f"cannot read: {exc.strerror or exc}", None)
+    with opened:
+        return _examine_opened(opened, path, path_text)
+
+
+def _examine_opened(opened: OpenedFile, path: Path, path_text: str) -> WorkResult:
+    key = FileKey.of(opened.stat)
+    readable = opened.readable
     located: Union[DumpFile, GraphFile, Unrecognized, None] = None
     try:
-        mapping, mapped_name = _mapping_for(path)
+        mapping, mapped_name = _mapping_for(opened, path)
         if mapping is not None and mapped_name is None:  # the runtime may append the row after the file
             return NotReady(path_text, key, "hashed long name without a mapping.csv row (yet)", None)
         located = locate(path, mapping=mapping if mapping is not None else {})
@@ -122,14 +151,16 @@ def examine(path_text: str) -> WorkResult:
         if isinstance(located, Unrecognized):
             return Failed(path_text, key, located.reason, None)
         if isinstance(located, GraphFile):
-            result: WorkResult = GraphParsed(path_text, GraphRow(located, key, read_graph(path)))
+            graph = dataclasses.replace(read_graph(readable), path=located.path)
+            result: WorkResult = GraphParsed(path_text, GraphRow(located, key, graph))
         else:
-            summary = summarize_file(located, engine=ENGINE)
+            summary = summarize_file(dataclasses.replace(located, path=readable), engine=ENGINE)
+            summary = dataclasses.replace(summary, path=located.path)
             result = Summarized(path_text, SummaryRow(located, key, summary, mapped_name=mapped_name))
     except DumpIncomplete as exc:
-        return NotReady(path_text, key, exc.message, _placed(located), truncated=True)
+        return NotReady(path_text, key, _named(exc.message, readable, path), _placed(located), truncated=True)
     except (DumpCorrupt, GraphParseError, DumpError) as exc:
-        return Failed(path_text, key, describe(exc), _placed(located))
+        return Failed(path_text, key, _named(describe(exc), readable, path), _placed(located))
     except FileNotFoundError:
         return Vanished(path_text)
     except PermissionError as exc:
@@ -137,23 +168,26 @@ def examine(path_text: str) -> WorkResult:
     except OSError as exc:
         return Failed(path_text, key, f"cannot read: {exc.strerror or exc}", _placed(located))
     except Exception as exc:  # a reader bug must cost one file, not the daemon
-        return Failed(path_text, key, f"unexpected {describe(exc)}", _placed(located))
-    try:
-        after = os.lstat(path)
-    except FileNotFoundError:
-        return Vanished(path_text)
-    if FileKey.of(after) != key:
-        return NotReady(path_text, FileKey.of(after), "changed while it was read", _placed(located), changed=True)
+        return Failed(path_text, key, _named(f"unexpected {describe(exc)}", readable, path), _placed(located))
+    after = FileKey.of(os.fstat(opened.fd))
+    if after != key or not opened.name_still_leads_here():
+        return NotReady(path_text, after, "changed while it was read", _placed(located), changed=True)
     return result
+
+
+def _named(message: str, readable: Path, path: Path) -> str:
+    """A reader's message names the file it read (/proc/self/fd/N): name it as the user knows it."""
+    return message.replace(str(readable), str(path))
 
 
 def _placed(located: object) -> Union[DumpFile, GraphFile, None]:
     return located if isinstance(located, (DumpFile, GraphFile)) else None
 
 
-def examine_batch(paths: tuple[str, ...]) -> tuple[WorkResult, ...]:
-    """Several files per task: one round trip to the worker for many small files."""
-    return tuple(examine(path) for path in paths)
+def examine_batch(paths: tuple[str, ...], roots: Optional[tuple[str, ...]] = None) -> tuple[WorkResult, ...]:
+    """Several files per task (each of the watched root beside it in `roots`): one round trip to the worker for
+    many small files."""
+    return tuple(examine(path, roots[n] if roots is not None else None) for n, path in enumerate(paths))
 
 
 WARM_UP_WAIT_S = 30.0
@@ -244,13 +278,13 @@ class WorkerPool:
 
         threading.Thread(target=report, name="tcmp-warm-up", daemon=True).start()
 
-    def submit_files(self, paths: tuple[str, ...]) -> Future:
-        return self._files.submit(examine_batch, paths)
+    def submit_files(self, paths: tuple[str, ...], roots: Optional[tuple[str, ...]] = None) -> Future:
+        return self._files.submit(examine_batch, paths, roots)
 
-    def submit_graph(self, path: str) -> Future:
+    def submit_graph(self, path: str, root: Optional[str] = None) -> Future:
         if self._graphs is None:
             self._graphs = self._new_executor(1)
-        return self._graphs.submit(examine_batch, (path,))
+        return self._graphs.submit(examine_batch, (path,), None if root is None else (root,))
 
     def restart(self) -> None:
         """Replace executors broken by a worker that died (killed, out of memory)."""

@@ -5,7 +5,9 @@ Every candidate path goes through the same decision:
 
 1. Already handled? A path that is queued, being examined or waiting for its commit is not taken twice (a later
    event marks it to be looked at again once its commit is through).
-2. What is it? Symlinks are never followed (one log line for a link leaving the root); non-dump names are ignored.
+2. What is it? Symlinks are never followed, on the way from the root either (under_root.py; one log line for a link
+   leaving the root); non-dump names are ignored; a path past PATH_MAX or a name that is not UTF-8 is recorded as
+   skipped.
 3. Already in the index with the same (inode, size, mtime)? Then it is not read again (resume). A summarized file
    whose raw deletion was decided but not done (crash after the commit) is deleted now.
 4. Otherwise it is examined by a worker: at once after a close/rename event; after a short delay after a create
@@ -38,6 +40,7 @@ from typing import Optional
 
 from tcmp.schemas.index import FileKey, FileState, ForgetRow, IndexRecord, KnownFile, ProblemRow, RawFlagRow
 from tcmp.schemas.layout import FileKind, classify_name
+from tcmp.schemas.under_root import PATH_MAX, LeftTheRoot, lstat_under, path_too_long
 
 from .convert import Failed, GraphParsed, NotReady, Skipped, Summarized, Vanished, WorkerPool, WorkResult
 from .inbox import Committed, FsEvent, IndexState, Message, Reconcile, RootPresence, StopDispatch
@@ -105,6 +108,7 @@ class Dispatcher(OwnThread):
         self._dirty: set[str] = set()
         self._rereads: collections.Counter[str] = collections.Counter()  # changed while read, in a row
         self._incomplete: set[str] = set()  # recorded as incomplete and not resolved since
+        self._skipped: set[str] = set()  # recorded as skipped this run (_why_skipped)
         self._stopping = False
         self.counters = DispatchCounters()
         self.finished = threading.Event()  # once mode: everything found has been examined
@@ -246,11 +250,19 @@ class Dispatcher(OwnThread):
             if path in self._work.queued:
                 self._work.hurry(path, origin)
                 continue
+            skipped = _why_skipped(path)
+            if skipped is not None:
+                self._skip(path, root, skipped)
+                continue
             if origin is Origin.CREATED:
                 self._created(path, root, kind)
                 continue
             try:
-                st = os.lstat(path)
+                st = lstat_under(root.spec.root, path)
+            except LeftTheRoot as exc:
+                self._roots.left_the_root(exc, root)
+                self._vanished(path)
+                continue
             except FileNotFoundError:
                 self._vanished(path)
                 continue
@@ -297,6 +309,17 @@ class Dispatcher(OwnThread):
         no index lookup now: most created files are handled by their close event, which cancels this."""
         if path not in self._pending:
             self._pending.look_later(path, root.spec, kind, None, "just created", CREATED_DELAY_S)
+
+    def _skip(self, path: str, root: WatchedRoot, reason: str) -> None:
+        """A name the index or the compare cannot use (see _why_skipped): recorded as skipped, once per run, and
+        counted as failed. A name that is not UTF-8 is recorded under its escaped form (SQLite stores UTF-8)."""
+        if path in self._skipped:
+            return
+        self._skipped.add(path)
+        self.counters.failed += 1
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        log.warning("%s: %s", shown if len(shown) < 300 else shown[:300] + "…", reason)
+        self._put(root.spec, shown, ProblemRow(Path(shown), FileState.ERROR, reason))
 
     def _enqueue(self, path: str, origin: Origin, spec: RootIndex, kind: FileKind, size: int) -> None:
         entry = self._pending.get(path)
@@ -345,7 +368,11 @@ class Dispatcher(OwnThread):
     def _recheck(self, path: str, entry: Pending) -> None:
         """A file that was not complete: examine it again if it changed; give up if it stayed as it was."""
         try:
-            st = os.lstat(path)
+            st = lstat_under(entry.spec.root, path)
+        except LeftTheRoot as exc:  # a directory on its way became a symlink: the file is no longer in the tree
+            log.warning("%s (it would leave the watched root %s)", exc, entry.spec.root)
+            self._vanished(path)
+            return
         except FileNotFoundError:
             self._vanished(path)
             return
@@ -393,7 +420,7 @@ class Dispatcher(OwnThread):
             self._vanished(path)
         elif isinstance(result, Skipped):
             self._resolved(path)
-            log.debug("%s skipped: %s", path, result.reason)
+            log.log(logging.WARNING if result.left_the_root else logging.DEBUG, "%s skipped: %s", path, result.reason)
         self._recheck_dirty(path)
 
     def _crashed(self, path: str, item: Queued) -> None:
@@ -455,6 +482,18 @@ class Dispatcher(OwnThread):
     def _idle_for_once(self) -> bool:
         work = self._work.queued or self._work.in_flight or self._work.batches
         return not (self._roots.scanning or work or len(self._pending) or self._roots.waiting_for_an_index)
+
+
+def _why_skipped(path: str) -> Optional[str]:
+    """Why a path is not read at all: past PATH_MAX no tool opens it by its path (the compare reads raw files by
+    path); a name that is not UTF-8 cannot be stored as the index's key."""
+    if path_too_long(path):
+        return f"skipped: path too long ({len(os.fsencode(path))} bytes; the system's limit is {PATH_MAX - 1})"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "skipped: the name is not valid UTF-8"
+    return None
 
 
 def _once_each(items: list[tuple[str, Origin]]) -> list[tuple[str, Origin]]:

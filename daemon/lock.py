@@ -4,7 +4,8 @@ Two daemons on one index summarize everything twice and collide on their commit 
 only takes turns between their transactions. So `tcmp watch` takes an exclusive flock(2) on `<index>.lock`
 before it opens the index, and holds it until it exits: the kernel drops it when the process ends, however it
 ends (kill -9 included), so a restart never meets a stale lock. The file names its holder (pid and host) for the
-message a second daemon gives, and for `tcmp status`.
+message a second daemon gives, and for `tcmp status`, and the roots it watches (one watcher per tree, trees.py).
+The directory and the lock file are created and checked as index_trust.py says (ours, never group/world-writable).
 
 `tcmp status` tells a live daemon from a dead one (or a zombie, or a reused pid) by trying a *shared* lock for
 an instant: that fails only while a daemon holds the exclusive one. A daemon starting in that instant retries
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .index_trust import WatchRefused, open_index_directory, open_own_file
+
 ACQUIRE_PATIENCE_S = 1.0  # a status probe holds its shared lock for microseconds
 _RETRY_S = 0.02
 _CANNOT_LOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS})
@@ -35,10 +38,12 @@ def lock_path(index: Path) -> Path:
 
 @dataclass(frozen=True)
 class LockHolder:
-    """Who holds an index's lock, as its lock file says (None where the file does not say yet)."""
+    """Who holds an index's lock, as its lock file says (None where the file does not say yet), and the roots it
+    watches (one a line after the first; none from an older tcmp)."""
 
     pid: Optional[int]
     host: Optional[str]
+    roots: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.pid is None:
@@ -46,7 +51,7 @@ class LockHolder:
         return f"tcmp watch pid {self.pid}" + (f" on {self.host}" if self.host else "")
 
 
-class IndexBusy(Exception):
+class IndexBusy(WatchRefused):
     """Another `tcmp watch` holds the index's lock: it is that index's writer."""
 
     def __init__(self, index: Path, holder: LockHolder) -> None:
@@ -57,11 +62,13 @@ class IndexBusy(Exception):
 
 def _read_holder(fd: int) -> LockHolder:
     try:
-        text = os.pread(fd, 512, 0).decode("utf-8", errors="replace").split()
+        lines = os.pread(fd, 1 << 16, 0).decode("utf-8", errors="surrogateescape").split("\n")
     except OSError:
         return LockHolder(None, None)
+    text = lines[0].split()
     pid = int(text[0]) if text and text[0].isdigit() else None
-    return LockHolder(pid, text[1] if pid is not None and len(text) > 1 else None)
+    roots = tuple(line for line in lines[1:] if line.startswith("/"))
+    return LockHolder(pid, text[1] if pid is not None and len(text) > 1 else None, roots)
 
 
 class IndexLock:
@@ -74,9 +81,14 @@ class IndexLock:
         self.enforced = enforced  # False: the file system cannot lock (NFS without a lock manager)
 
     @classmethod
-    def acquire(cls, index: Path, patience: float = ACQUIRE_PATIENCE_S) -> IndexLock:
-        index.parent.mkdir(exist_ok=True)  # never its parents, as the index writer: a deleted root stays deleted
-        fd = os.open(lock_path(index), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)  # the umask decides
+    def acquire(cls, index: Path, patience: float = ACQUIRE_PATIENCE_S, roots: tuple[str, ...] = ()) -> IndexLock:
+        """`roots`: the roots this daemon watches, recorded for a watcher of a nested or containing root. Raises
+        IndexRefused (index_trust.py) when the index's directory or the lock file is not ours."""
+        directory_fd = open_index_directory(index)  # never its parents: a deleted root stays deleted
+        try:
+            fd = open_own_file(directory_fd, lock_path(index), "the index lock")  # 0644, whatever the umask
+        finally:
+            os.close(directory_fd)
         deadline = time.monotonic() + patience
         try:
             while True:
@@ -93,7 +105,8 @@ class IndexLock:
                     os.close(fd)
                     return cls(index, -1, enforced=False)
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+            holder = f"{os.getpid()} {socket.gethostname()}\n" + "".join(f"{root}\n" for root in roots)
+            os.pwrite(fd, holder.encode("utf-8", errors="surrogateescape"), 0)
         except BaseException:
             os.close(fd)
             raise

@@ -5,8 +5,9 @@ row's raw_deleted flag, in the same transaction), and hands the deletion to `Del
 returned. So a raw file is never deleted before its summary is durable; a crash between the commit and the unlink
 leaves the file on disk with raw_deleted set, and the next start-up scan deletes it then.
 
-Only raw tensor dumps (GE binary dumps, FX `.npy` tensors) that are regular files inside the watched root, and
-still exactly the file that was summarized (same inode, size, mtime), are ever deleted. Graph files, stats CSVs,
+Only raw tensor dumps (GE binary dumps, FX `.npy` tensors) that are regular files inside the watched root (reached
+from it without following a symlink), and still exactly the file that was summarized (same device, inode, size,
+mtime), are ever deleted. Graph files, stats CSVs,
 `_min_max` files, mapping.csv and anything else are never touched. Empty directories are left alone: torchair
 creates a step directory right before writing into it, and removing one under its feet would break the dump.
 """
@@ -20,12 +21,14 @@ import queue
 import re
 import stat
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from tcmp.schemas.index import FileKey
 from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpFile, classify_name
+from tcmp.schemas.under_root import DirectoryUnder, LeftTheRoot, names_below
 
 from .threads import OwnThread
 
@@ -111,7 +114,6 @@ class Deleter(OwnThread):
         self._inbox: queue.SimpleQueue[Optional[Deletion]] = queue.SimpleQueue()
         self._on_failed = on_failed
         self._lock = threading.Lock()
-        self._plain_directories: dict[str, bool] = {}
         self.deleted_files = 0
         self.deleted_bytes = 0
 
@@ -135,36 +137,36 @@ class Deleter(OwnThread):
                 log.warning("kept raw file %s: %s", deletion.path, reason)
                 self._on_failed(DeletionFailed(deletion, reason))
 
-    def _plain_directory(self, directory: str) -> bool:
-        """No symlink on the way to `directory` (realpath is ~100 µs for a deep path: cached per directory, and
-        dump directories hold hundreds of files)."""
-        known = self._plain_directories.get(directory)
-        if known is None:
-            if len(self._plain_directories) > 4096:
-                self._plain_directories.clear()
-            known = self._plain_directories[directory] = os.path.realpath(directory) == directory
-        return known
-
     def _unlink(self, deletion: Deletion) -> Optional[str]:
-        """None when deleted (or already gone), else why the file was kept."""
+        """None when deleted (or already gone), else why the file was kept.
+
+        The directory is opened from the root down without following a symlink (under_root.py), the file is
+        checked and unlinked relative to that descriptor; right before the unlink the walk from the root is done
+        again, and must reach the same directory (st_dev, st_ino), and the name must still be the file that was
+        summarized (st_dev, st_ino, size, mtime). So a directory swapped for a symlink at any moment leads the
+        deletion nowhere outside the tree."""
         path = deletion.path
         if classify_name(os.path.basename(path)) not in RAW_TENSOR_KINDS:
             return "not a raw dump file"
-        if not path.startswith(deletion.root.rstrip("/") + "/") or not self._plain_directory(os.path.dirname(path)):
-            return f"not a file of the watched root {deletion.root} (symlink or outside it)"
         try:
-            current = os.lstat(path)
-        except FileNotFoundError:
-            return None
-        if not stat.S_ISREG(current.st_mode):
-            return "not a regular file"
-        if FileKey.of(current) != deletion.key:
-            return "changed since it was summarized"
-        # logged before the unlink, so that no deletion ever goes unlogged (a kill right after it included)
-        after = "an earlier run's commit" if deletion.seq is None else f"commit {deletion.seq}"
-        log.debug("deleting raw %s (%d bytes; summary in %s of %s)", path, deletion.key.size, after, deletion.index)
-        try:
-            os.unlink(path)
+            names = names_below(deletion.root, path)
+            with DirectoryUnder.open(deletion.root, path.rpartition("/")[0]) as directory:
+                reason = self._still_the_file(directory, names[-1], deletion)
+                if reason is not None:
+                    return reason
+                _pause_for_tests(path)
+                if not directory.still_at_its_path():
+                    return "its directory was replaced since it was checked (a symlink is not followed)"
+                reason = self._still_the_file(directory, names[-1], deletion)
+                if reason is not None:
+                    return reason
+                # logged before the unlink, so that no deletion ever goes unlogged (a kill right after it included)
+                after = "an earlier run's commit" if deletion.seq is None else f"commit {deletion.seq}"
+                log.debug("deleting raw %s (%d bytes; summary in %s of %s)", path, deletion.key.size, after,
+                          deletion.index)  # fmt: skip
+                os.unlink(names[-1], dir_fd=directory.fd)
+        except LeftTheRoot as exc:
+            return f"not a file of the watched root {deletion.root} ({exc.reason})"
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -173,3 +175,30 @@ class Deleter(OwnThread):
             self.deleted_files += 1
             self.deleted_bytes += deletion.key.size
         return None
+
+    @staticmethod
+    def _still_the_file(directory: DirectoryUnder, name: str, deletion: Deletion) -> Optional[str]:
+        current = directory.lstat(name)  # FileNotFoundError: gone already
+        if not stat.S_ISREG(current.st_mode):
+            return "not a regular file"
+        if FileKey.of(current) != deletion.key:
+            return "changed since it was summarized"
+        return None
+
+
+# A test's hook between deciding a deletion and doing it (a race test swaps a directory for a symlink there): the
+# deleter writes the path into PAUSE_DIR/paused and waits until PAUSE_DIR/resume exists. Unset outside tests.
+PAUSE_ENV = "TCMP_TEST_DELETE_PAUSE_DIR"
+_PAUSE_DIR = os.environ.get(PAUSE_ENV)
+
+
+def _pause_for_tests(path: str) -> None:
+    if not _PAUSE_DIR:
+        return
+    pause = Path(_PAUSE_DIR)
+    (pause / "paused.part").write_text(path)
+    os.replace(pause / "paused.part", pause / "paused")
+    deadline = time.monotonic() + 60
+    while not (pause / "resume").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (pause / "resume").unlink(missing_ok=True)

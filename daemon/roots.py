@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from tcmp.schemas.index import IndexReader, IndexUnusable, KnownFile, open_index
+from tcmp.schemas.under_root import LeftTheRoot
 
 from .scan import DirectoryListing, Listed, TreeScanner
 from .wording import counted
@@ -161,6 +162,13 @@ class WatchedRoots:
                         root.spec.root)  # fmt: skip
         else:
             log.info("%s is a symlink (to %s): not followed, the target is indexed under its own path", path, target)
+
+    def left_the_root(self, exc: LeftTheRoot, root: WatchedRoot) -> None:
+        """A path whose way from the root passes a symlink: neither read nor summarized; reported once per path."""
+        if exc.path in self._symlinks_reported:
+            return
+        self._symlinks_reported.add(exc.path)
+        log.warning("%s: %s (it would leave the watched root %s)", exc.path, exc.reason, root.spec.root)
 
     def files_of(self, root: WatchedRoot, listing: DirectoryListing) -> list[Listed]:
         """The listing's regular candidates (its symlinks reported and left out)."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from tcmp.schemas.layout import INDEX_DIR, classify_name
+from tcmp.schemas.under_root import DirectoryUnder, LeftTheRoot
 
 _RECENT_NS = 2_000_000_000  # a directory modified this recently may change again within the same timestamp tick
 
@@ -72,36 +73,44 @@ class TreeScanner:
     def _changed_directories(self) -> Iterator[str]:
         for directory, mtime in list(self._listed_mtime.items()):
             try:
-                current = os.stat(directory).st_mtime_ns
-            except OSError:
-                self._listed_mtime.pop(directory, None)  # gone (or unreadable): its files went with it
+                with DirectoryUnder.open(self.root, directory) as opened:
+                    current = os.fstat(opened.fd).st_mtime_ns
+            except (OSError, LeftTheRoot):
+                self._listed_mtime.pop(directory, None)  # gone, unreadable or now a symlink: its files went with it
                 continue
             if current != mtime:
                 yield directory
 
     def _list(self, directory: str, stack: list[str]) -> Optional[DirectoryListing]:
+        """Listed through a descriptor reached from the root without following a symlink (a directory swapped for
+        a link since it was found is not listed), so paths past PATH_MAX are listed too."""
+        prefix = directory.rstrip("/") + "/"
+        files: list[Listed] = []
         try:
-            mtime = os.stat(directory).st_mtime_ns
-            with os.scandir(directory) as entries:
-                found = list(entries)
-        except OSError:
+            with DirectoryUnder.open(self.root, directory) as opened:
+                mtime = os.fstat(opened.fd).st_mtime_ns
+                with os.scandir(opened.fd) as entries:
+                    for entry in entries:
+                        self._take_entry(entry, prefix, stack, files)
+        except (OSError, LeftTheRoot):
             self._listed_mtime.pop(directory, None)
             return None
-        files: list[Listed] = []
-        for entry in found:
-            name = entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if name != INDEX_DIR and entry.path not in self._listed_mtime:
-                        stack.append(entry.path)
-                    continue
-                if classify_name(name) is None:
-                    continue
-                files.append(Listed(entry.path, entry.is_symlink()))
-            except OSError:
-                continue
         if time.time_ns() - mtime > _RECENT_NS:
             self._listed_mtime[directory] = mtime
         else:
             self._listed_mtime[directory] = -1  # listed, but look again next time
         return DirectoryListing(directory, tuple(files))
+
+    def _take_entry(self, entry: os.DirEntry, prefix: str, stack: list[str], files: list[Listed]) -> None:
+        name = entry.name
+        path = prefix + name
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if name != INDEX_DIR and path not in self._listed_mtime:
+                    stack.append(path)
+                return
+            if classify_name(name) is None:
+                return
+            files.append(Listed(path, entry.is_symlink()))
+        except OSError:
+            return

@@ -30,8 +30,9 @@ from tcmp.schemas.index import daemon_state_now, default_index_path
 
 from .convert import WorkerPool
 from .dispatch import Dispatcher, DispatchSettings
-from .lock import IndexBusy
+from .index_trust import WatchRefused
 from .retention import Deleter, RetentionPolicy, format_size
+from .trees import TreeClaim, claim_trees
 from .watch import Watcher
 from .wording import counted
 from .writer import IndexProblem, IndexWriterThread, RootIndex
@@ -168,15 +169,20 @@ class Daemon:
         self._present = {r.root: os.path.isdir(r.root) for r in self.roots}
         self._last_overflow_log = -OVERFLOW_LOG_EVERY_S
         self._error: Optional[str] = None
+        self._claim: Optional[TreeClaim] = None
 
     def request_stop(self) -> None:
         self.stop_requested.set()
 
     def run(self) -> RunReport:
-        """Raises IndexBusy, with nothing started, when another daemon writes one of the indexes."""
+        """Raises WatchRefused, with nothing started, when another daemon writes one of the indexes or watches a
+        tree inside or around one of the roots, or when an index's directory or files are not ours."""
         try:
+            self._claim = claim_trees(tuple((r.root, str(r.index)) for r in self.roots))
             self.writer.take_locks()
-        except IndexBusy:
+        except WatchRefused:
+            if self._claim is not None:
+                self._claim.release()
             self.pool.shutdown()
             raise
         previous = self._install_signal_handlers()
@@ -186,6 +192,8 @@ class Daemon:
         finally:
             self._shutdown()
             self._restore_signal_handlers(previous)
+            if self._claim is not None:
+                self._claim.release()
         return self.report()
 
     # -- start and stop
@@ -392,5 +400,5 @@ class Daemon:
 
 def run_watch(config: WatchConfig) -> RunReport:
     """`tcmp watch`: run the daemon until SIGTERM/SIGINT (or, with `once`, until everything found is done).
-    Raises IndexBusy when another daemon writes one of its indexes."""
+    Raises WatchRefused (IndexBusy among them) when it will not start (see Daemon.run)."""
     return Daemon(config).run()

@@ -149,7 +149,11 @@ def status_lines(watch: WatchStatus, now_ns: Optional[int] = None) -> tuple[Stat
             f"{status.summarized} ({counted(status.tensors, 'tensor')}) and {counted(status.graphs, 'graph file')}",
         ),
         StatusLine("pending", f"{counted(status.incomplete, 'file')} not complete yet"),
-        StatusLine("failed", counted(status.failed, "file")),
+        StatusLine(
+            "failed",
+            counted(status.failed, "file")
+            + (f" ({status.skipped} skipped: path too long or name unreadable)" if status.skipped else ""),
+        ),
         StatusLine("bytes read", format_size(status.bytes_read)),
         StatusLine("bytes freed", format_size(status.bytes_freed) + " (raw files deleted after their summary)"),
         StatusLine(

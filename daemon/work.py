@@ -131,7 +131,7 @@ class WorkQueue:
 
     def _submit_files(self, paths: tuple[str, ...]) -> None:
         try:
-            future = self._pool.submit_files(paths)
+            future = self._pool.submit_files(paths, tuple(self.in_flight[p].spec.root for p in paths))
         except (RuntimeError, concurrent.futures.BrokenExecutor) as exc:
             self._pool_broken(paths, exc)
             return
@@ -141,7 +141,7 @@ class WorkQueue:
         self.in_flight[path] = item
         self._graph_in_flight = True
         try:
-            future = self._pool.submit_graph(path)
+            future = self._pool.submit_graph(path, item.spec.root)
         except (RuntimeError, concurrent.futures.BrokenExecutor) as exc:
             self._graph_in_flight = False
             self._pool_broken((path,), exc)

@@ -36,6 +36,7 @@ from tcmp.schemas.index import (
     SummaryRow,
 )
 
+from .index_trust import IndexRefused, WatchRefused, prepare_index
 from .lock import IndexBusy, IndexLock
 from .retention import Deleter, Deletion, DeletionFailed, RawBudget, RetentionPolicy
 from .threads import OwnThread
@@ -172,11 +173,12 @@ class IndexWriterThread(OwnThread):
         try:
             for slot in self._slots.values():
                 try:
-                    slot.lock = IndexLock.acquire(slot.path)
+                    slot.lock = IndexLock.acquire(slot.path, roots=slot.roots)
+                    prepare_index(slot.path)
                 except OSError:
                     continue
                 self._warn_unlocked(slot)
-        except IndexBusy:
+        except WatchRefused:
             self._release_locks()
             raise
 
@@ -285,13 +287,16 @@ class IndexWriterThread(OwnThread):
     def _open(self, slot: _IndexSlot) -> None:
         try:
             if slot.lock is None:
-                slot.lock = IndexLock.acquire(slot.path)
+                slot.lock = IndexLock.acquire(slot.path, roots=slot.roots)
                 self._warn_unlocked(slot)
+            identity = prepare_index(slot.path)  # right before SQLite opens it by name
             slot.writer = IndexWriter(slot.path, durable=self._policy.drop_raw)
+            if prepare_index(slot.path) != identity:
+                raise IndexRefused(f"{slot.path} was replaced while it was opened: refused")
             for root in slot.roots:
                 slot.writer.add_root(Path(root))
                 slot.budgets[root] = RawBudget(self._policy, slot.writer.kept_raw_bytes(Path(root)))
-        except (IndexUnusable, IndexBusy, OSError) as exc:
+        except (IndexUnusable, WatchRefused, OSError) as exc:
             if slot.writer is not None:
                 slot.writer.close()
             slot.writer = None  # the lock stays: this daemon is the index's writer, retrying
@@ -306,6 +311,8 @@ class IndexWriterThread(OwnThread):
     def _open_failed(self, slot: _IndexSlot, exc: Exception) -> None:
         if isinstance(exc, IndexBusy):
             reason = f"it is being written by {exc.holder.describe()}"
+        elif isinstance(exc, IndexRefused):
+            reason = str(exc)
         elif isinstance(exc, OSError):  # from the lock, taken first: creating .tcmp/ or the lock file in it
             reason = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
         else:

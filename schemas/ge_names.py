@@ -157,6 +157,11 @@ def read_mapping(directory: Path) -> dict[str, str]:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return {}
+    return parse_mapping(text, path)
+
+
+def parse_mapping(text: str, path: Path) -> dict[str, str]:
+    """`mapping.csv`'s text read already (`path` is only named in errors); see read_mapping."""
     mapping: dict[str, str] = {}
     for line_no, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or not "".join(row).strip():

@@ -410,7 +410,7 @@ def watch(
     verbose: Verbose = False,
 ) -> None:
     """Summarize every finished dump file into the index as it appears (a daemon; `--once` for one pass)."""
-    from tcmp.daemon.lock import IndexBusy
+    from tcmp.daemon.lock import IndexBusy, WatchRefused
     from tcmp.daemon.retention import RetentionPolicy, parse_size
     from tcmp.daemon.service import WatchConfig, run_watch
 
@@ -440,6 +440,8 @@ def watch(
         report = run_watch(config)
     except IndexBusy as exc:
         raise _fail(f"{exc}; one writer per index: stop it first, or give this one another --db") from None
+    except WatchRefused as exc:
+        raise _fail(str(exc)) from None
     if once:
         err.print(escape(report.summary()), highlight=False)
         if report.failure is not None:

@@ -122,7 +122,7 @@ def file_row(
         described = (Side.GRAPH.value, FileKind.GRAPH.value, located.name.rank) + (None,) * 12
     else:
         described = (None,) * 15
-    inode, size, mtime_ns = (key.inode, key.size, key.mtime_ns) if key is not None else (None, None, None)
+    inode, size, mtime_ns, dev = (key.inode, key.size, key.mtime_ns, key.dev) if key is not None else (None,) * 4
     return (
         str(path),
         inode,
@@ -139,6 +139,7 @@ def file_row(
         size if summarized else None,
         seq,
         now_ns,
+        dev,
     )
 
 

@@ -94,6 +94,7 @@ class IndexStatus:
     recent_errors: tuple[IndexedProblem, ...]
     daemon: Optional[DaemonState]
     immutable: bool  # opened with immutable=1 (read-only directory and no running writer)
+    skipped: int = 0  # of the failed: not read at all (a path past PATH_MAX), their error starts "skipped:"
 
 
 class IndexReader:
@@ -109,6 +110,8 @@ class IndexReader:
             if self.schema_version == 0:  # the schema is created in one transaction, just after the file
                 raise IndexUnusable(f"{path}: an empty index (a daemon starting right now creates its tables)")
             raise IndexUnusable(f"{path}: index schema {self.schema_version}, this tcmp reads {SCHEMA_VERSION}")
+        self._dev = "dev" if self.schema_version >= 3 else "NULL"  # before schema 3 no files.dev
+        self._files_select = FILES_SELECT.format(dev=self._dev)
         self._stored_root, self._actual_root = self._relocation()
         self._directories: dict[str, Path] = {}
 
@@ -155,9 +158,9 @@ class IndexReader:
     def _rows_under(self, root: Union[str, Path], where: str, params: tuple = ()) -> list[tuple]:
         stored = self._to_stored(os.path.realpath(root))
         if stored == "/":
-            return self.conn.execute(f"{FILES_SELECT} WHERE {where} ORDER BY path", params).fetchall()
+            return self.conn.execute(f"{self._files_select} WHERE {where} ORDER BY path", params).fetchall()
         low, high = prefix_range(stored)
-        query = f"{FILES_SELECT} WHERE path >= ? AND path < ? AND {where} ORDER BY path"
+        query = f"{self._files_select} WHERE path >= ? AND path < ? AND {where} ORDER BY path"
         return self.conn.execute(query, (low, high, *params)).fetchall()
 
     # -- dump files
@@ -204,14 +207,14 @@ class IndexReader:
     def _indexed_file(self, row: tuple) -> Optional[IndexedFile]:
         file_id, stored_path, inode, size, mtime_ns, side, kind = row[:7]
         rank, token, model, run, device, model_id, op_type, op_name, header_op_name = row[7:16]
-        state, error, raw_deleted, dump_time, mapped_name, indexed_ns = row[16:]
+        state, error, raw_deleted, dump_time, mapped_name, indexed_ns, dev = row[16:]
         path = self._path(stored_path)
         placed = (rank, token, model, run, device, model_id, op_type, op_name)
         try:
             dump_file = rebuild_dump_file(path, SIDES[side], KINDS[kind], mapped_name, placed)
         except (DumpError, ValueError):
             return None  # a name this tcmp no longer parses; the row cannot be placed
-        key = FileKey(inode, size, mtime_ns) if inode is not None else None
+        key = FileKey(inode, size, mtime_ns, dev) if inode is not None else None
         return IndexedFile(
             dump_file,
             file_id,
@@ -292,10 +295,10 @@ class IndexReader:
     def lookup(self, paths: Sequence[str]) -> tuple[KnownFile, ...]:
         """What the index holds for these (stored) paths; paths it does not know are left out."""
         found: list[KnownFile] = []
-        columns = "path, inode, size, mtime_ns, state, raw_deleted, summaries"
+        columns = f"path, inode, size, mtime_ns, state, raw_deleted, summaries, {self._dev}"
         query = f"SELECT {columns} FROM files WHERE path IN ({{placeholders}})"
-        for path, inode, size, mtime_ns, state, raw_deleted, summaries in rows_in(self.conn, query, paths):
-            key = FileKey(inode, size, mtime_ns) if inode is not None else None
+        for path, inode, size, mtime_ns, state, raw_deleted, summaries, dev in rows_in(self.conn, query, paths):
+            key = FileKey(inode, size, mtime_ns, dev) if inode is not None else None
             found.append(KnownFile(path, key, FileState(state), bool(raw_deleted), summaries))
         return tuple(found)
 
@@ -323,6 +326,9 @@ class IndexReader:
                 (FileState.ERROR.value, recent_errors),
             )
         )
+        skipped = self.conn.execute(
+            "SELECT count(*) FROM files WHERE state = ? AND error LIKE 'skipped:%'", (FileState.ERROR.value,)
+        ).fetchone()[0]
         return IndexStatus(
             path=self.path,
             schema_version=self.schema_version,
@@ -339,6 +345,7 @@ class IndexReader:
             recent_errors=errors,
             daemon=self._daemon_status(),
             immutable=self.immutable,
+            skipped=skipped,
         )
 
     def committed_since(self, since_ns: int) -> tuple[int, int]:

@@ -13,9 +13,10 @@ from urllib.parse import quote
 
 from ..layout import INDEX_DIR
 
-# 2: tensors.original_op / original_op_index (a GE output's `original_op`). A version-1 index is read as it is
-# (those columns NULL: not recorded) and upgraded in place by the first writer that opens it.
-SCHEMA_VERSION = 2
+# 2: tensors.original_op / original_op_index (a GE output's `original_op`); 3: files.dev (st_dev of the file read).
+# An index of an earlier version is read as it is (the missing columns NULL: not recorded) and upgraded in place by
+# the first writer that opens it (UPGRADES).
+SCHEMA_VERSION = 3
 INDEX_FILE = "index.sqlite"
 BUSY_TIMEOUT_S = 10.0  # readers
 WRITER_BUSY_TIMEOUT_S = 5.0  # the daemon retries a locked index itself, and says so in its log
@@ -47,10 +48,11 @@ class FileKey:
     inode: int
     size: int
     mtime_ns: int
+    dev: Optional[int] = None  # st_dev: an inode number names a file only on its device (None: a schema-1 row)
 
     @classmethod
     def of(cls, stat: os.stat_result) -> FileKey:
-        return cls(stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        return cls(stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_dev)
 
 
 def create_schema(conn: sqlite3.Connection) -> None:
@@ -99,6 +101,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
             "bytes": int,
             "commit_seq": int,
             "indexed_ns": int,
+            "dev": int,
         },
         pk="id",
         not_null=["path", "state", "attempts", "summaries", "raw_deleted", "indexed_ns"],
@@ -193,6 +196,7 @@ UPGRADES = {
         "ALTER TABLE tensors ADD COLUMN original_op TEXT",
         "ALTER TABLE tensors ADD COLUMN original_op_index INTEGER",
     ),
+    3: ("ALTER TABLE files ADD COLUMN dev INTEGER",),
 }
 OLDEST_READABLE_VERSION = 1
 
@@ -260,6 +264,7 @@ FILE_COLUMNS = (
     "path", "inode", "size", "mtime_ns", "side", "kind", "rank", "token", "model", "run", "device", "model_id",
     "op_type", "op_name", "header_op_name", "io", "io_index", "io_sub_index", "timestamp", "dump_time",
     "mapped_name", "state", "error", "attempts", "summaries", "raw_deleted", "bytes", "commit_seq", "indexed_ns",
+    "dev",
 )  # fmt: skip
 TENSOR_COLUMNS = (
     "file_id", "position", "io", "io_index", "io_sub_index", "kind", "dtype", "shape", "device_format",
@@ -268,5 +273,5 @@ TENSOR_COLUMNS = (
 )  # fmt: skip
 FILES_SELECT = (
     "SELECT id, path, inode, size, mtime_ns, side, kind, rank, token, model, run, device, model_id, op_type, "
-    "op_name, header_op_name, state, error, raw_deleted, dump_time, mapped_name, indexed_ns FROM files"
+    "op_name, header_op_name, state, error, raw_deleted, dump_time, mapped_name, indexed_ns, {dev} FROM files"
 )

@@ -65,6 +65,10 @@ def test_unit_is_a_notify_service_with_watchdog_and_hardening():
     assert int(settings["WatchdogSec"]) > 0 and settings["ReadWritePaths"] == "%f"
     assert settings["ProtectSystem"] == "strict" and settings["NoNewPrivileges"] == "yes"
     assert "%f" in settings["ExecStart"]
+    # the daemon refuses a group-writable index (it could be edited or replaced by the group): 0022, not 0007
+    assert settings["UMask"] == "0022"
+    # the watcher registry (trees.py) lives there: ProtectSystem=strict leaves /run read-only otherwise
+    assert settings["RuntimeDirectory"] == "tcmp" and settings["RuntimeDirectoryPreserve"] == "yes"
 
 
 KERNEL_DEFAULTS = {  # inotify(7)

@@ -307,13 +307,15 @@ def test_find_index_walks_up_and_open_index_refuses_what_it_cannot_read(root, tm
 
 
 def _as_version_1(path: Path) -> None:
-    """Make a current index what version 1 (tcmp before the original_op columns) wrote: the same tables without
-    those columns, user_version 1."""
+    """Make a current index what version 1 (tcmp before the original_op columns and files.dev) wrote: the same
+    tables without those columns, user_version 1."""
     conn = sqlite3.connect(path)
     columns = [row[1] for row in conn.execute("PRAGMA table_info(tensors)")]
     assert columns[-2:] == ["original_op", "original_op_index"]
+    assert [row[1] for row in conn.execute("PRAGMA table_info(files)")][-1] == "dev"
     conn.execute("ALTER TABLE tensors DROP COLUMN original_op")
     conn.execute("ALTER TABLE tensors DROP COLUMN original_op_index")
+    conn.execute("ALTER TABLE files DROP COLUMN dev")
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
     conn.close()
@@ -338,7 +340,7 @@ def test_an_index_of_schema_1_is_read_and_upgraded_in_place(root):
         summary = FileSummary(new, "Add_1", None, (replace(output, original_op=("Add_1", 0)),))
         writer.write([SummaryRow(_dump_file(new), _key(new), summary)])
     with open_index(root) as reader:
-        assert reader.schema_version == SCHEMA_VERSION == 2
+        assert reader.schema_version == SCHEMA_VERSION == 3
         files = reader.files_under(root)
         back = {f.path: s.tensors[0].original_op for f, s in zip(files, reader.summaries_of(files))}
     assert back == {old: None, new: ("Add_1", 0)}
@@ -493,3 +495,55 @@ def test_a_reader_never_sees_a_half_created_index(tmp_path, monkeypatch):
     sqlite3.connect(empty).execute("PRAGMA journal_mode = WAL").fetchone()  # the file exists, its tables not yet
     with pytest.raises(IndexUnusable, match="an empty index"):
         open_index(empty.parent.parent)
+
+
+def test_an_index_of_schema_1_is_read_as_it_is_and_upgraded_by_its_next_writer(root):
+    """Schema 1 (before files.dev): what today's indexes are. Emulated by writing one and dropping the column."""
+    fx = _touch(root / FX_DIR / "mm_1-aten.mm.default.OUTPUT.0.20261129083000000017.npy")
+    summary = FileSummary(fx, "mm_1", None, ())
+    index = default_index_path(root)
+    with IndexWriter(index) as writer:
+        writer.add_root(root)
+        writer.write([SummaryRow(_dump_file(fx), _key(fx), summary)])
+    _as_version_1(index)
+    st = os.stat(fx)
+    with open_index(root) as reader:
+        [file] = reader.files_under(root)
+        [known] = reader.lookup([str(fx)])
+    # read as it is: the key without its device, so the daemon reads the file once more (never trusts it blindly)
+    assert file.key == known.key == FileKey(st.st_ino, st.st_size, st.st_mtime_ns, None) != FileKey.of(st)
+    with IndexWriter(index) as writer:  # the next writer upgrades it in place, keeping its rows
+        writer.write([SummaryRow(_dump_file(fx), _key(fx), summary)])
+    conn = sqlite3.connect(index)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert conn.execute("SELECT count(*), max(dev) FROM files").fetchone() == (1, st.st_dev)
+    conn.close()
+    with open_index(root) as reader:
+        assert reader.lookup([str(fx)])[0].key == FileKey.of(st)
+
+
+def test_an_index_of_schema_2_is_read_as_it_is_and_upgraded_by_its_next_writer(root):
+    """Schema 2 (original_op, before files.dev): its tensors' original_op kept, files.dev added by the next writer."""
+    ge = _touch(root / GE_DIR / "Add.Add_0.12.2.1764400000000037")
+    output = _tensor(IO.OUTPUT, 0, Summary(6, -1.0, 2.0, 0.5, 3.0, 0, 0, 9), original_op=("Add_0", 0))
+    index = default_index_path(root)
+    with IndexWriter(index) as writer:
+        writer.add_root(root)
+        writer.write([SummaryRow(_dump_file(ge), _key(ge), FileSummary(ge, "Add_0", None, (output,)))])
+    conn = sqlite3.connect(index)
+    conn.execute("ALTER TABLE files DROP COLUMN dev")
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+    st = os.stat(ge)
+    with open_index(root) as reader:
+        assert reader.schema_version == 2
+        [file] = reader.files_under(root)
+        assert file.key == FileKey(st.st_ino, st.st_size, st.st_mtime_ns, None)
+        assert reader.summaries_of([file])[0].tensors == (output,)
+    with IndexWriter(index) as writer:
+        writer.write([SummaryRow(_dump_file(ge), _key(ge), FileSummary(ge, "Add_0", None, (output,)))])
+    with open_index(root) as reader:
+        assert reader.schema_version == SCHEMA_VERSION == 3
+        [file] = reader.files_under(root)
+        assert file.key == FileKey.of(st) and reader.summaries_of([file])[0].tensors == (output,)
