@@ -17,7 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import netns
 import pytest
+from listening import listeners
 from ray_nodes import RayCluster, compare_here, kill_node, leftover_pids, watch
 
 import tcmp
@@ -59,7 +61,7 @@ def watch_ranks(root: Path, ranks) -> tuple:
 
 
 @pytest.fixture(scope="module")
-def cluster(cluster_dirs):
+def cluster(loopback_only_network, cluster_dirs):
     work, view, node_dirs = cluster_dirs
     ray_cluster = RayCluster(work, view, node_dirs)
     try:
@@ -122,6 +124,17 @@ def same_reports(local: Path, cluster: Path, ranks, scope_differs: bool = False)
             if scope_differs:
                 summary["data_mode_reason"] = summary["data_mode_reason"].split(":")[0]
         assert a == b
+
+
+def test_every_process_of_the_cluster_listens_on_loopback_only(cluster, data):
+    # after `data`: every node has run tasks, so its workers are up as well
+    assert netns.interfaces() == ["lo"]  # the tests' traffic stays here
+    found = listeners({*cluster.ray_pids(), os.getpid()})  # with this driver's own servers
+    port = int(cluster.address.rpartition(":")[2])
+    assert {"gcs_server", "raylet"} <= {f.command for f in found}
+    assert any(f.command == "gcs_server" and f.port == port for f in found)
+    assert len({f.pid for f in found if f.command == "raylet"}) == 3  # the head's and both workers'
+    assert [f for f in found if not f.on_loopback] == []
 
 
 def test_shared_storage_reports_equal_a_local_compare(cluster, data, tmp_path):
