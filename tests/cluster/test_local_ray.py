@@ -38,6 +38,7 @@ with connected("local"):
     done = run_cluster_compare(CompareOptions(data / "target/msprobe_ge_dump", data / "golden_fx/msprobe_fx_dump"),
                                "local", data / "reports", html=False)
     print("compared", len(done.not_compared), flush=True)
+    sys.stdin.readline()
 """
 
 
@@ -45,6 +46,11 @@ def _line(process: subprocess.Popen, timeout: float) -> str:
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ)
         return process.stdout.readline() if selector.select(timeout) else ""
+
+
+def _tell(driver: subprocess.Popen) -> None:
+    driver.stdin.write("go\n")
+    driver.stdin.flush()
 
 
 def test_a_local_ray_listens_on_loopback_only_where_the_machine_has_another_address(tmp_path):
@@ -56,12 +62,15 @@ def test_a_local_ray_listens_on_loopback_only_where_the_machine_has_another_addr
                               stderr=log, text=True, env=env, start_new_session=True)  # fmt: skip
     try:
         assert _line(driver, START_TIMEOUT_S) == "up\n", (tmp_path / "driver.log").read_text()
-        found = listeners(descendants({driver.pid}))
+        found = listeners(descendants({driver.pid}))  # the driver's own servers with those of the Ray it started
         assert {"gcs_server", "raylet"} <= {f.command for f in found}, found
         assert [f for f in found if not f.on_loopback] == []
-        driver.stdin.write("go\n")
-        driver.stdin.flush()
+        _tell(driver)
         assert _line(driver, START_TIMEOUT_S) == "compared 0\n", (tmp_path / "driver.log").read_text()
+        # and with the worker processes the compare's tasks ran in (Ray may have started them before)
+        with_workers = listeners(descendants({driver.pid}))
+        assert [f for f in with_workers if not f.on_loopback] == []
+        _tell(driver)
         assert driver.wait(timeout=60) == 0
         assert list((tmp_path / "data" / "reports").glob("tcmp_compare_*_summary.json"))
         assert leftover_pids(temp) == []  # the Ray it started went with it
