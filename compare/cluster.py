@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
+import os
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
@@ -40,6 +41,8 @@ INVENTORY_TIMEOUT_S = 300.0  # a node walks the trees at the paths given (a few 
 WORKER_CRASH_RETRIES = 2  # a unit whose worker process died while its node lives (OOM killer, say)
 # what a task pinned to a node fails with once that node is gone (newer Rays); otherwise the node list decides
 NODE_GONE_ERRORS = ("NodeDiedError", "TaskUnschedulableError")
+LOOPBACK = "127.0.0.1"  # what `--cluster local` listens on
+ONE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's one-machine mode (see _one_machine_ray)
 
 
 def import_ray():
@@ -64,23 +67,58 @@ class Node:
 @contextmanager
 def connected(address: str) -> Iterator[None]:
     """Ray connected to the cluster at `address` (`auto`, `ray://host:port`, `host:port`), or with `local` to a Ray
-    started here for trying it; already connected (a library caller's `ray.init`), that connection."""
+    started here for trying it, listening on loopback only; already connected (a library caller's `ray.init`), that
+    connection."""
     ray = import_ray()
     if ray.is_initialized():
         yield
         return
     kwargs = {"logging_level": logging.WARNING, "log_to_driver": False, "configure_logging": True}
-    try:
-        if address == "local":
-            ray.init(include_dashboard=False, **kwargs)
-        else:
-            ray.init(address=address, **kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise CompareError(f"--cluster {address}: cannot connect to a Ray cluster there: {exc}") from None
+    with ExitStack() as stack:
+        try:
+            if address == "local":
+                stack.enter_context(_one_machine_ray(ray))
+                # "local": a new Ray, never one a `ray start` on this machine left running (what no address finds)
+                ray.init(address="local", include_dashboard=False, _node_ip_address=LOOPBACK, **kwargs)
+            else:
+                ray.init(address=address, **kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise CompareError(f"--cluster {address}: cannot connect to a Ray cluster there: {exc}") from None
+        try:
+            if address == "local":
+                _check_on_loopback(ray)
+            yield
+        finally:
+            ray.shutdown()
+
+
+@contextmanager
+def _one_machine_ray(ray) -> Iterator[None]:
+    """Ray in its one-machine mode (the only one it has on macOS and Windows) while the local Ray runs: there it
+    keeps the node address 127.0.0.1, and its servers then bind that address only. In its cluster mode it replaces
+    127.0.0.1 by this machine's network address, for other nodes to reach, and binds all interfaces. Ray reads the
+    switch when it is imported: set in the environment for the processes it starts, and in this one's constants."""
+    constants = ray._private.ray_constants
+    saved_env, saved = os.environ.get(ONE_MACHINE_ENV), constants.ENABLE_RAY_CLUSTER
+    os.environ[ONE_MACHINE_ENV] = "0"
+    constants.ENABLE_RAY_CLUSTER = False
     try:
         yield
     finally:
-        ray.shutdown()
+        constants.ENABLE_RAY_CLUSTER = saved
+        if saved_env is None:
+            os.environ.pop(ONE_MACHINE_ENV, None)
+        else:
+            os.environ[ONE_MACHINE_ENV] = saved_env
+
+
+def _check_on_loopback(ray) -> None:
+    """Refuse a local Ray whose node took another address (a Ray that ignores the one-machine switch): its servers
+    would listen on this machine's network."""
+    addresses = sorted({n.get("NodeManagerAddress", "?") for n in ray.nodes()})
+    if addresses != [LOOPBACK]:
+        raise CompareError(f"--cluster local: Ray took the address {', '.join(addresses)}, not {LOOPBACK} only: "
+                           "stopped, as it would listen on this machine's network")  # fmt: skip
 
 
 def alive_nodes() -> list[Node]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 import ray  # in the dev extra
+from listening import descendants
 
 BIN = Path(sys.executable).parent
 OBJECT_STORE = str(100 * 1024 * 1024)
@@ -71,8 +72,10 @@ class RayCluster:
             self._start(self._worker_command(), nodes=k, node_dir=node_dir)
 
     def _ray_start(self, node: str) -> str:
-        return (f"{BIN}/ray start {node} --object-store-memory={OBJECT_STORE} --disable-usage-stats --block "
-                f"--temp-dir={self.temp_dir}")  # fmt: skip
+        # Ray's servers bind only the node's address when that is 127.0.0.1 (all interfaces otherwise); it replaces
+        # a 127.0.0.1 given by the machine's network address, which in the tests' loopback-only network is 127.0.0.1
+        return (f"{BIN}/ray start {node} --node-ip-address=127.0.0.1 --object-store-memory={OBJECT_STORE} "
+                f"--disable-usage-stats --block --temp-dir={self.temp_dir}")  # fmt: skip
 
     def _worker_command(self) -> str:
         return self._ray_start(f"--address={self.address} --num-cpus=1")
@@ -131,6 +134,10 @@ class RayCluster:
             ):
                 return n["NodeID"]
         raise LookupError(f"worker node {k} is not alive")
+
+    def ray_pids(self) -> set[int]:
+        """Every process of this cluster: the nodes' process trees and whatever names its temp dir."""
+        return descendants({*(p.pid for p in self.processes), *leftover_pids(self.temp_dir)})
 
     def stop(self) -> None:
         if ray.is_initialized():

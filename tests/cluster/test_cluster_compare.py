@@ -1,7 +1,8 @@
 """`tcmp compare --cluster` on a real Ray cluster of three nodes on this machine (conftest.RayCluster): its reports
 equal a local compare's of the same data, row for row, with shared storage and with each node's own files; the
 cluster summary names the rank that went wrong first; a node killed mid-compare is survived where another node
-holds its data and reported where none does; a node running another tcmp is refused.
+holds its data and reported where none does; a node running another tcmp is refused. All of it in a network
+namespace with only loopback (conftest), where every Ray process listens on 127.0.0.1 only.
 
 Data: 4 ranks x 4 tokens, ranks 1 and 3 only in `tcmp watch`'s index (their raw files deleted), faults injected
 so that rank 2 diverges first: MatMul_0 on rank 2 from token 0, the same op on rank 3 from token 1 only, and
@@ -17,7 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import netns
 import pytest
+from listening import listeners
 from ray_nodes import RayCluster, compare_here, kill_node, leftover_pids, watch
 
 import tcmp
@@ -59,7 +62,7 @@ def watch_ranks(root: Path, ranks) -> tuple:
 
 
 @pytest.fixture(scope="module")
-def cluster(cluster_dirs):
+def cluster(loopback_only_network, cluster_dirs):
     work, view, node_dirs = cluster_dirs
     ray_cluster = RayCluster(work, view, node_dirs)
     try:
@@ -122,6 +125,16 @@ def same_reports(local: Path, cluster: Path, ranks, scope_differs: bool = False)
             if scope_differs:
                 summary["data_mode_reason"] = summary["data_mode_reason"].split(":")[0]
         assert a == b
+
+
+def test_every_process_of_the_cluster_listens_on_loopback_only(cluster, data):
+    # after `data`: every node has run tasks, so its workers are up as well
+    assert netns.interfaces() == ["lo"]  # the tests' traffic stays here
+    found = listeners({*cluster.ray_pids(), os.getpid()})  # with this driver's own servers
+    port = int(cluster.address.rpartition(":")[2])
+    assert [f for f in found if not f.on_loopback] == []
+    assert any(f.command == "gcs_server" and f.port == port for f in found)
+    assert "raylet" in {f.command for f in found}, found
 
 
 def test_shared_storage_reports_equal_a_local_compare(cluster, data, tmp_path):
