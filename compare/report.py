@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from tcmp.schemas.files import Directory, Temporary, TemporaryReplacedError, WriteError
+from tcmp.schemas.files import Directory, Temporary, TemporaryReplacedError, WriteError, pause_for_tests
 
 from .collect import Binding
 from .metrics import Mode
@@ -177,6 +177,7 @@ class ReportSet:
                 except OSError as exc:
                     raise writer._failed(exc, "html") from exc
                 writer.page = None  # its rows are in the file: not kept while the next rank's page is written
+        pause_for_tests()
         for writer in self.writers.values():
             for key, temp in writer.temp.items():
                 temp.publish(writer.final[key].name)

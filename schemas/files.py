@@ -35,8 +35,8 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 TEMPORARY_PREFIX = ".tcmp-"
 _TEMPORARY = re.compile(r"\.tcmp-(\d+)-([0-9a-f]{8})-[0-9a-f]{16}\.part")
-# Tests of races set this to a directory: a writer about to rename a temporary into place creates
-# `paused.{pid}` there and waits until `resume` exists.
+# Tests of races set this to a directory: a writer about to rename its temporaries into place (the reports of a
+# compare, a `parse -o` tensor) creates `paused.{pid}` there and waits until `resume` exists.
 PAUSE_ENV = "TCMP_TEST_PAUSE_BEFORE_RENAME"
 
 
@@ -161,7 +161,7 @@ def _identity(info: os.stat_result) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-def _pause_for_tests() -> None:
+def pause_for_tests() -> None:
     directory = os.environ.get(PAUSE_ENV)
     if not directory:
         return
@@ -211,7 +211,6 @@ class Temporary:
         through it; else OutputExistsError when there is one). A temporary that is no longer the file written is
         refused: TemporaryReplacedError, and nothing is published."""
         self.close()
-        _pause_for_tests()
         d, target = self.directory, self.directory.path / final
         if not self._is_ours(self.name):
             raise TemporaryReplacedError(errno.EPERM, "replaced while being written, not published", str(self.path))

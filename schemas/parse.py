@@ -19,7 +19,7 @@ import numpy as np
 
 from .dtypes import DataType, to_float32
 from .errors import DumpError, describe
-from .files import Directory, OutputExistsError
+from .files import Directory, OutputExistsError, pause_for_tests
 from .ge_dump import NOT_DUMPED, GeDump, GeTensor, open_ge_dump, read_ge_dump
 from .ge_names import parse_ge_file_name
 from .layout import FileKind, classify_name
@@ -183,6 +183,7 @@ def _save(output: Directory, name: str, array: np.ndarray, force: bool) -> None:
     try:
         with temporary.binary() as out:
             np.save(out, array)
+        pause_for_tests()
         temporary.publish(name, replace=force)
     except BaseException:
         temporary.discard()
