@@ -160,8 +160,44 @@ def test_a_full_disk_is_one_line_naming_the_file_and_nothing_is_left(scenario, t
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr  # no library warning beside it
     line = " ".join(lines[0].split())
-    written = re.search(rf"cannot write {re.escape(str(out))}/tcmp_compare(_rank\d+)?_\d+(\.csv|_unmatched\.csv|_summary\.json|"
-                        r"_report\.html|\.xlsx): No space left on device", line)  # fmt: skip
+    report = r"tcmp_compare(_rank\d+)?_\d+(\.csv|_unmatched\.csv|_summary\.json|_report\.html|\.xlsx)"
+    written = re.search(rf"cannot write {re.escape(str(out))}/{report}: No space left on device", line)
     assert written, done.stderr
     assert "no report of this compare kept" in line
     assert done.stdout.split("LEFT:")[1].split() == []  # no temporary left behind
+
+
+def _entries(root: Path) -> dict[str, tuple]:
+    """Every entry under `root`, hidden ones too: its type and mode, and a file's bytes."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        found[str(path.relative_to(root))] = (info.st_mode, path.read_bytes() if path.is_file() else None)
+    return found
+
+
+def _cache_entries(cache_home: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_ino for p in (cache_home / "tcmp" / "graphs").iterdir()}
+
+
+def test_a_compare_writes_nothing_into_the_dumps_and_caches_a_read_only_one(scenario, tmp_path):
+    """Item 4 (the compare's half): the dump trees are entry for entry and byte for byte as they were; a dump on a
+    read-only mount gets its graphs cached as well, and the second compare uses the entries (not rewritten)."""
+    before = _entries(scenario.root)
+    first = subprocess.run(_compare_args(scenario, tmp_path / "rw"), env=_env(tmp_path), capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert _entries(scenario.root) == before
+    read_only = (f"mount --bind {scenario.root} {scenario.root} && mount -o remount,bind,ro {scenario.root}"
+                 f" || exit 99\nexec {' '.join(_compare_args(scenario, tmp_path / 'ro'))}\n")  # fmt: skip
+    env = {**_env(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "ro-cache")}
+    inodes = []
+    for _ in range(2):
+        done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", read_only], env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        if done.returncode == 99:
+            pytest.skip(f"no read-only bind mount here: {done.stderr}")
+        assert done.returncode == 0, done.stderr
+        inodes.append(_cache_entries(tmp_path / "ro-cache"))
+    assert inodes[0] and inodes[1] == inodes[0]  # cached by the first, read (not parsed and rewritten) by the second
+    assert _entries(scenario.root) == before
