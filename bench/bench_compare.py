@@ -171,6 +171,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="tcmp-bench-compare-"))
+    os.environ["XDG_CACHE_HOME"] = str(work / "cache")  # tcmp's graph cache, emptied where a first compare is timed
     scenario_root = work / "dump"
     try:
         t0 = time.perf_counter()
@@ -236,7 +237,7 @@ def main() -> int:
             return elapsed
 
         # The first compare of a dump parses its graph files; later ones find them in the graph cache.
-        cache_dirs = [g.parent / ".tcmp" / "graphs" for g in target.rglob("dynamo_*.txt")]
+        cache_dirs = [Path(os.environ["XDG_CACHE_HOME"]) / "tcmp" / "graphs"]
         first_runs, second_runs = [], []
         for _ in range(args.repeat):
             for directory in cache_dirs:

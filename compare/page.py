@@ -30,7 +30,7 @@ import zlib
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TextIO
 
 from tcmp.schemas.graph import Graph
 
@@ -115,9 +115,9 @@ class PageWriter:
         return next((node for (_, name), node in self._ops.items() if name == op_name), None)
 
     def finish(
-        self, path: Path, result: CompareResult, rank: RankResult, summary: dict, graphs: Sequence[Optional[Graph]]
+        self, page: TextIO, result: CompareResult, rank: RankResult, summary: dict, graphs: Sequence[Optional[Graph]]
     ) -> None:
-        """Write the page to `path` (the report's temporary name)."""
+        """Write the page into `page` (the report's temporary, opened by schemas.files)."""
         table_ops = [TableOp(graph, name, kind) for (graph, name), kind in zip(self._ops, self._op_types)]
         graph = page_graph(table_ops, graphs)
         divergences = [
@@ -156,8 +156,7 @@ class PageWriter:
             "header": header_html(result, rank, self._node_of),
             "unmatched": unmatched_html(self.unmatched, unmatched_name),
         }
-        with open(path, "w", encoding="utf-8") as page:
-            _write_page(page, static, payload, webgl=self._outputs.count(b"1") > SVG_POINTS)
+        _write_page(page, static, payload, webgl=self._outputs.count(b"1") > SVG_POINTS)
 
 
 def _write_page(page, static: dict[str, str], payload: bytes, webgl: bool) -> None:

@@ -8,22 +8,21 @@ report adds"):
     tcmp_compare[_rank{R}]_{time}_report.html    the page: chart, table, neighbourhoods, header (unless --no-html)
 
 Files are written under temporary names and renamed when complete, so an interrupted compare never leaves a
-report that looks finished; existing files are never overwritten.
+report that looks finished; existing files are never overwritten. All of them go through `schemas.files`: created
+relative to the output directory's descriptor, never reopened by name, a swapped temporary refused.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from tcmp.schemas.files import create_temporary
+from tcmp.schemas.files import Directory, Temporary, TemporaryReplacedError, WriteError, pause_for_tests
 
 from .collect import Binding
 from .metrics import Mode
@@ -48,18 +47,12 @@ class WrittenReport:
 _SUFFIXES = (".csv", "_unmatched.csv", "_summary.json", "_report.html", ".xlsx")
 
 
-def _free_stem(directory: Path, stem: str) -> str:
+def _free_stem(directory: Directory, stem: str) -> str:
     candidate, n = stem, 0
-    while any((directory / f"{candidate}{suffix}").exists() for suffix in _SUFFIXES):
+    while any(directory.exists(f"{candidate}{suffix}") for suffix in _SUFFIXES):
         n += 1
         candidate = f"{stem}_{n}"
     return candidate
-
-
-def _temporary(directory: Path) -> Path:
-    handle, temp = create_temporary(directory, ".tcmp-", ".part")  # readable as the umask allows, not 0600
-    os.close(handle)
-    return temp
 
 
 class RankWriter:
@@ -67,51 +60,80 @@ class RankWriter:
     names until `ReportSet.finish` renames them."""
 
     def __init__(
-        self, directory: Path, stem: str, rank: Optional[int], mode: Mode, highlight: bool, html: bool = True
+        self, directory: Directory, stem: str, rank: Optional[int], mode: Mode, highlight: bool, html: bool = True
     ) -> None:
         self.rank, self.mode = rank, mode
         self.final = {
-            "csv": directory / f"{stem}.csv",
-            "unmatched": directory / f"{stem}_unmatched.csv",
-            "summary": directory / f"{stem}_summary.json",
+            "csv": directory.path / f"{stem}.csv",
+            "unmatched": directory.path / f"{stem}_unmatched.csv",
+            "summary": directory.path / f"{stem}_summary.json",
         }
         if highlight:
-            self.final["xlsx"] = directory / f"{stem}.xlsx"
+            self.final["xlsx"] = directory.path / f"{stem}.xlsx"
         if html:
-            self.final["html"] = directory / f"{stem}_report.html"
-        self.temp = {key: _temporary(directory) for key in self.final}
-        self._csv_handle = open(self.temp["csv"], "w", newline="", encoding="utf-8")  # noqa: SIM115
+            self.final["html"] = directory.path / f"{stem}_report.html"
+        self.temp: dict[str, Temporary] = {}
+        for key in self.final:  # readable as the umask allows, not 0600
+            self.temp[key] = directory.temporary()
+        self._csv_handle = self.temp["csv"].text(newline="")
         self._csv = csv.writer(self._csv_handle)
         self._csv.writerow(columns(mode))
-        self._unmatched_handle = open(self.temp["unmatched"], "w", newline="", encoding="utf-8")  # noqa: SIM115
+        self._unmatched_handle = self.temp["unmatched"].text(newline="")
         self._unmatched = csv.writer(self._unmatched_handle)
         self._unmatched.writerow(UNMATCHED_COLUMNS)
-        self._xlsx = XlsxStream(self.temp["xlsx"], mode) if highlight else None
+        self._xlsx = XlsxStream(self.temp["xlsx"].binary(), mode) if highlight else None
         self.page = PageWriter(mode) if html else None
 
     def add_rows(self, rows: RenderedRows) -> None:
         """Rendered rows, in table order (the CSV writer's own text: the bytes `csv.writer` would write)."""
-        self._csv_handle.write(rows.csv_text)
+        try:
+            self._csv_handle.write(rows.csv_text)
+        except OSError as exc:
+            raise self._failed(exc, "csv") from exc
         if self._xlsx is not None:
-            for cells, colour in zip(rows.cells(), rows.colours):
-                self._xlsx.add(cells, colour)
+            try:
+                for cells, colour in zip(rows.cells(), rows.colours):
+                    self._xlsx.add(cells, colour)
+            except OSError as exc:  # its rows go to xlsxwriter's own temporaries
+                raise self._failed(exc, "xlsx") from exc
         if self.page is not None:
             self.page.add_rows(rows)
 
     def add_unmatched(self, csv_text: str) -> None:
         """Unmatched items rendered by `table.render_unmatched`."""
-        self._unmatched_handle.write(csv_text)
+        try:
+            self._unmatched_handle.write(csv_text)
+        except OSError as exc:
+            raise self._failed(exc, "unmatched") from exc
         if self.page is not None:
             self.page.add_unmatched(csv_text)
 
     def close(self, summary: Optional[dict]) -> None:
-        self._csv_handle.close()
-        self._unmatched_handle.close()
-        if self._xlsx is not None:
-            self._xlsx.close()
-        if summary is not None:
-            summary["files"] = {key: str(path) for key, path in self.final.items()}
-            self.temp["summary"].write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+        """Everything but the page written and closed; a write that fails (a full disk) raises a WriteError
+        naming the report file it was for."""
+        key = "csv"
+        try:
+            self.temp[key].close()
+            key = "unmatched"
+            self.temp[key].close()
+            if self._xlsx is not None:
+                key, xlsx, self._xlsx = "xlsx", self._xlsx, None
+                xlsx.close()
+                self.temp[key].close()
+            if summary is not None:
+                key = "summary"
+                summary["files"] = {name: str(path) for name, path in self.final.items()}
+                with self.temp[key].text() as out:
+                    out.write(json.dumps(summary, indent=2, ensure_ascii=False))
+        except OSError as exc:
+            raise self._failed(exc, key) from exc
+
+    def _failed(self, exc: OSError, key: str) -> WriteError:
+        """`exc` named by the report it happened to (a write error names no file), and what became of them."""
+        if isinstance(exc, TemporaryReplacedError):
+            return exc
+        why = f"{exc.strerror or exc}; no report of this compare kept, no temporary left"
+        return WriteError(exc.errno, why, str(self.final[key]))
 
     def report(self) -> WrittenReport:
         f = self.final
@@ -129,8 +151,8 @@ class ReportSet:
         """`bindings`: the compare's, whose graphs give the HTML page its edges (no graph file is read again).
         `rank_in_names`: the file names carry `_rank{R}` (not for one rank of a dump without rank directories)."""
         self.rank_in_names = rank_in_names
-        self.directory = Path(output_dir)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory = Directory(Path(output_dir), create=True)
+        self.stale_removed = self.directory.remove_stale_temporaries()  # of compares killed before they finished
         self.mode, self.highlight, self.html = mode, highlight, html
         self.bindings = tuple(bindings)
         self.stamp = time.strftime("%Y%m%d%H%M%S")
@@ -153,11 +175,17 @@ class ReportSet:
             writer.close(summary)
             if writer.page is not None:
                 graphs = [b.graph for b in self.bindings if b.rank == rank.rank]
-                writer.page.finish(writer.temp["html"], result, rank, summary, graphs)
+                try:
+                    with writer.temp["html"].text() as page:
+                        writer.page.finish(page, result, rank, summary, graphs)
+                except OSError as exc:
+                    raise writer._failed(exc, "html") from exc
                 writer.page = None  # its rows are in the file: not kept while the next rank's page is written
+        pause_for_tests()
         for writer in self.writers.values():
             for key, temp in writer.temp.items():
-                os.replace(temp, writer.final[key])
+                temp.publish(writer.final[key].name)
+        self.directory.close()
         return {rank: writer.report() for rank, writer in self.writers.items()}
 
     def discard(self, rank: Optional[int]) -> None:
@@ -169,13 +197,14 @@ class ReportSet:
     def abort(self) -> None:
         for writer in self.writers.values():
             _abort_writer(writer)
+        self.directory.close()
 
 
 def _abort_writer(writer: RankWriter) -> None:
-    with contextlib.suppress(OSError, ValueError):  # already closed, or the disk is the problem
-        writer.close(None)
+    if writer._xlsx is not None:
+        writer._xlsx.discard()
     for temp in writer.temp.values():
-        temp.unlink(missing_ok=True)
+        temp.discard()
 
 
 def _divergence_json(d: Divergence) -> dict:

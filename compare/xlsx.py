@@ -4,13 +4,15 @@ header frozen and filterable, columns as wide as what they hold. Statistics-mode
 percentages (a tensor-mode MaxRelativeErr is not); the stored value is the fraction the CSV holds.
 
 xlsxwriter in constant-memory mode: rows go to disk as they are written, so a report of a million rows takes no
-more memory than one of ten.
+more memory than one of ten (its own temporaries: `tempfile.mkstemp`, private). It writes the .xlsx into the file
+object it is given, never to a name: the caller's temporary, created by `schemas.files`.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from pathlib import Path
+from typing import BinaryIO
 
 from .metrics import Mode
 from .table import columns, percent_columns, typed
@@ -27,11 +29,11 @@ class XlsxStream:
 
     LIMIT = 1_048_575  # data rows per sheet
 
-    def __init__(self, path: Path, mode: Mode) -> None:
+    def __init__(self, out: BinaryIO, mode: Mode) -> None:
         import xlsxwriter
 
         self.book = xlsxwriter.Workbook(
-            str(path), {"constant_memory": True, "strings_to_numbers": False, "strings_to_formulas": False}
+            out, {"constant_memory": True, "strings_to_numbers": False, "strings_to_formulas": False}
         )
         self.header = columns(mode)
         self.percent = percent_columns(mode)
@@ -73,5 +75,21 @@ class XlsxStream:
         self.sheet.autofilter(0, 0, max(self.row, 1), len(self.header) - 1)
 
     def close(self) -> None:
+        """Write the workbook; an OSError (a full disk) as itself, not xlsxwriter's FileCreateError."""
+        from xlsxwriter.exceptions import FileCreateError
+
         self._finish_sheet()
-        self.book.close()
+        try:
+            self.book.close()
+        except FileCreateError as exc:
+            cause = exc.args[0] if exc.args and isinstance(exc.args[0], OSError) else exc.__context__
+            raise cause if isinstance(cause, OSError) else OSError(str(exc)) from exc
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Drop the workbook unwritten: its sheets' temporaries closed, and no warning from its destructor."""
+        self.book.fileclosed = True
+        for sheet in self.book.worksheets():
+            with contextlib.suppress(OSError, AttributeError):
+                sheet._opt_close()

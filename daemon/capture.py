@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from tcmp.schemas.files import write_atomically
 from tcmp.schemas.fx_stacks import FxStackGraph, write_stack_file
 
 GE_DUMP_DIR = "msprobe_ge_dump"
@@ -116,8 +117,7 @@ def write_fusion_off_switch(path: Union[str, Path]) -> Path:
     """Write GE's fusion switch file that turns graph and UB fusion off (for a fusion-off golden run)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(FUSION_OFF, indent=4) + "\n", encoding="utf-8")
-    return path
+    return write_atomically(path, json.dumps(FUSION_OFF, indent=4) + "\n")  # never through a planted link
 
 
 def enable_ge_dump(

@@ -125,5 +125,5 @@ def write_stack_file(directory: Union[str, Path], pid: int, graphs: Sequence[FxS
         "graphs": [{"number": g.number, "nodes": [list(node) for node in g.nodes]} for g in graphs],
     }
     final = directory / stack_file_name(pid)
-    write_atomically(final, json.dumps(data, indent=1), ".tcmp_fx_stacks_")
+    write_atomically(final, json.dumps(data, indent=1))
     return final

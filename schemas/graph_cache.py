@@ -1,40 +1,60 @@
-"""A cache of parsed graph text files.
+"""A cache of parsed graph text files, in the user's cache directory (`$XDG_CACHE_HOME/tcmp/graphs`, by default
+`~/.cache/tcmp/graphs`), never in the dump: a compare leaves the dump tree as it found it, a read-only dump is
+cached as well, and nobody who can write the dump can plant a cache entry.
 
 Reading a graph file is fast (tens of MB/s), but a compare that is re-run with other options need not even pay
-that. The parsed `Graph` is
-stored as JSON (our own records, no pickle) under a key of the file's real path, size, mtime and this cache's
-version: beside the dump (`<dir>/.tcmp/graphs/`) when that is writable, else in the user's cache directory.
-A stale or unreadable cache entry is ignored and rewritten.
+that. The parsed `Graph` is stored as JSON (our own records, no pickle) under a name made of the file's identity
+(device, inode, size, mtime) and this cache's version; the entry records the file's content hash, checked on
+every use (a file rewritten in place within one mtime tick is parsed again). The bytes hashed are the bytes
+parsed: the graph file is read once. The cache directories are created 0700 and never followed when they are
+symlinks; an entry is read and written without following symlinks (`schemas.files`). A stale or unreadable
+entry is ignored and rewritten; a cache that cannot be used is skipped, never an error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Optional
 
-from .files import write_atomically
-from .graph import Graph, GraphOp, read_graph
-from .layout import INDEX_DIR
+from .files import Directory, write_atomically
+from .graph import Graph, GraphOp, GraphParseError, parse_graph_bytes, read_graph
 
-CACHE_VERSION = 2  # 2: the tolerant reader (records of files protobuf refused)
-
-
-def _key(path: Path) -> str:
-    stat = path.stat()
-    text = f"{os.path.realpath(path)}|{stat.st_size}|{stat.st_mtime_ns}|{CACHE_VERSION}"
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+CACHE_VERSION = 3  # 3: keyed by the file's identity, checked by its content hash, out of the dump tree
 
 
-def _directories(path: Path) -> list[Path]:
-    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tcmp" / "graphs"
-    return [path.parent / INDEX_DIR / "graphs", user]
+def cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tcmp"
 
 
-def _to_json(graph: Graph) -> dict:
+def _open_cache() -> Optional[Directory]:
+    """`cache_root()/graphs`, created 0700; None when it cannot be used (not ours, a symlink, not writable)."""
+    base = cache_root().parent
+    try:
+        base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with Directory(base) as parent, Directory.child(parent, "tcmp", 0o700) as tcmp:
+            graphs = Directory.child(tcmp, "graphs", 0o700)
+        info = os.fstat(graphs.fd)
+        if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            graphs.close()
+            return None
+        return graphs
+    except OSError:
+        return None
+
+
+def _entry_name(info: os.stat_result) -> str:
+    text = f"{info.st_dev}|{info.st_ino}|{info.st_size}|{info.st_mtime_ns}|{CACHE_VERSION}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32] + ".json"
+
+
+def _to_json(graph: Graph, content: str) -> dict:
     return {
+        "content_sha256": content,
         "name": graph.name,
         "warnings": list(graph.warnings),
         "ops": [op.as_fields() for op in graph.ops],
@@ -46,25 +66,24 @@ def _from_json(data: dict, path: Path) -> Graph:
     return Graph(name=data["name"], path=path, ops=ops, warnings=tuple(data["warnings"]))
 
 
-def _read_cached(path: Path, key: str) -> Optional[Graph]:
-    for directory in _directories(path):
-        entry = directory / f"{key}.json"
-        try:
-            return _from_json(json.loads(entry.read_text(encoding="utf-8")), path)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return None
+def _read_cached(cache: Directory, entry: str, content: str, path: Path) -> Optional[Graph]:
+    try:
+        with cache.open_regular(entry) as handle:
+            data = json.loads(handle.read().decode("utf-8"))
+        if data.get("content_sha256") != content:
+            return None
+        return _from_json(data, path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
-def _write_cached(path: Path, key: str, graph: Graph) -> None:
-    text = json.dumps(_to_json(graph), separators=(",", ":"))
-    for directory in _directories(path):
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            write_atomically(directory / f"{key}.json", text, ".graph-")  # readable as the umask allows
-            return
-        except OSError:
-            continue  # read-only dump directory: try the user's cache
+def _read_file(path: Path) -> tuple[os.stat_result, bytes]:
+    """The file's identity and bytes, from one descriptor."""
+    try:
+        with open(path, "rb") as handle:
+            return os.fstat(handle.fileno()), handle.read()
+    except OSError as exc:
+        raise GraphParseError(path, f"cannot read: {exc.strerror or exc}") from exc
 
 
 def load_graph(path: Path, use_cache: bool = True) -> Graph:
@@ -72,10 +91,20 @@ def load_graph(path: Path, use_cache: bool = True) -> Graph:
     path = Path(path)
     if not use_cache:
         return read_graph(path)
-    key = _key(path)
-    cached = _read_cached(path, key)
-    if cached is not None:
-        return cached
-    graph = read_graph(path)
-    _write_cached(path, key, graph)
-    return graph
+    info, raw = _read_file(path)
+    content = hashlib.sha256(raw).hexdigest()
+    entry = _entry_name(info)
+    cache = _open_cache()
+    try:
+        cached = _read_cached(cache, entry, content, path) if cache is not None else None
+        if cached is not None:
+            return cached
+        graph = parse_graph_bytes(raw, path)
+        if cache is not None:
+            text = json.dumps(_to_json(graph, content), separators=(",", ":"))
+            with contextlib.suppress(OSError):  # a full or read-only cache: the next compare parses again
+                write_atomically(cache.path / entry, text, cache)
+        return graph
+    finally:
+        if cache is not None:
+            cache.close()

@@ -13,12 +13,13 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
 from .dtypes import DataType, to_float32
 from .errors import DumpError, describe
+from .files import Directory, OutputExistsError, pause_for_tests
 from .ge_dump import NOT_DUMPED, GeDump, GeTensor, open_ge_dump, read_ge_dump
 from .ge_names import parse_ge_file_name
 from .layout import FileKind, classify_name
@@ -123,32 +124,70 @@ def _storable(array: np.ndarray, data_type: int) -> np.ndarray:
     return array
 
 
-def parse_file(path: Path, output_dir: Optional[Path] = None) -> ParsedFile:
-    """Describe one GE dump file and, with `output_dir`, write its tensors as ND `.npy` files."""
+def parse_file(path: Path, output_dir: Union[Path, Directory, None] = None, force: bool = False) -> ParsedFile:
+    """Describe one GE dump file and, with `output_dir`, write its tensors as ND `.npy` files (through
+    `schemas.files`: nothing followed, each file complete or absent). An existing `.npy` is replaced only with
+    `force`; else OutputExistsError, before anything of this file is written."""
     path = Path(path)
-    try:
-        if output_dir is None:
+    if output_dir is None:
+        try:
             dump = read_ge_dump(path)
             return ParsedFile(path, tuple(_info(path, dump, t) for t in dump.tensors))
+        except DumpError as exc:
+            return ParsedFile(path, (), describe(exc))
+        except OSError as exc:
+            return ParsedFile(path, (), f"cannot read: {exc.strerror or exc}")
+    if isinstance(output_dir, Directory):
+        return _convert(path, output_dir, force)
+    try:
+        directory = Directory(Path(output_dir))
+    except OSError as exc:
+        return ParsedFile(path, (), f"cannot write {output_dir}: {exc.strerror or exc}")
+    with directory:
+        return _convert(path, directory, force)
+
+
+def _convert(path: Path, output: Directory, force: bool) -> ParsedFile:
+    try:
         infos = []
         with open_ge_dump(path) as reader:
-            for tensor in reader.dump.tensors:
+            names = [f"{path.name}.{t.io.value}.{t.index}.npy" for t in reader.dump.tensors]
+            existing = next((n for n, t in zip(names, reader.dump.tensors) if t.dumped and output.exists(n)), None)
+            if existing is not None and not force:
+                raise OutputExistsError(output.path / existing)
+            for tensor, name in zip(reader.dump.tensors, names):
                 if not tensor.dumped:  # nothing to write; the description says so
                     infos.append(_info(path, reader.dump, tensor))
                     continue
                 loaded = reader.load(tensor)
-                target = output_dir / f"{path.name}.{tensor.io.value}.{tensor.index}.npy"
+                target = output.path / name
                 array = loaded.array if loaded.raw else _storable(loaded.array, tensor.data_type)
                 try:
-                    np.save(target, array)
+                    _save(output, name, array, force)
+                except OutputExistsError:
+                    raise
                 except OSError as exc:
                     return ParsedFile(path, tuple(infos), f"cannot write {target}: {exc.strerror or exc}")
                 infos.append(_info(path, reader.dump, tensor, str(target), loaded.notes))
         return ParsedFile(path, tuple(infos))
+    except OutputExistsError:
+        raise
     except DumpError as exc:
         return ParsedFile(path, (), describe(exc))
     except OSError as exc:
         return ParsedFile(path, (), f"cannot read: {exc.strerror or exc}")
+
+
+def _save(output: Directory, name: str, array: np.ndarray, force: bool) -> None:
+    temporary = output.temporary()
+    try:
+        with temporary.binary() as out:
+            np.save(out, array)
+        pause_for_tests()
+        temporary.publish(name, replace=force)
+    except BaseException:
+        temporary.discard()
+        raise
 
 
 def parse_dumps(paths: Iterable[Path], output_dir: Optional[Path] = None) -> Iterator[ParsedFile]:

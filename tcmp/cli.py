@@ -84,12 +84,20 @@ def _fail(message: str, code: int = EXIT_RUNTIME) -> typer.Exit:
 
 def _check_writable(directory: Path, what: str) -> None:
     """Fail before any work when the output directory cannot be created or written (not after an hour)."""
+    from tcmp.schemas.files import check_writable
+
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".tcmp-write-test"):
-            pass
+        check_writable(directory)
     except OSError as exc:
         raise _fail(f"cannot write {what} {directory}: {exc.strerror or exc}") from None
+
+
+def _os_error_line(exc: OSError) -> str:
+    from tcmp.schemas.files import WriteError
+
+    if isinstance(exc, WriteError):  # a report, page or cache file: named, with what became of the others
+        return f"cannot write {exc.filename}: {exc.strerror}"
+    return f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")
 
 
 def _progress(percent: bool = False):
@@ -162,9 +170,11 @@ def parse(
     info: Annotated[
         bool, typer.Option("--info", help="Print one JSON object per tensor (without -o: read no payloads).")
     ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace .npy files that exist in the -o directory.")] = False,
     verbose: Verbose = False,
 ) -> None:
     """Read GE dump files without CANN: write their tensors as ND .npy files (-o), describe them (--info), or both."""
+    from tcmp.schemas.files import Directory, OutputExistsError
     from tcmp.schemas.parse import find_dump_files, parse_file
 
     if not info and output_path is None:
@@ -173,13 +183,21 @@ def parse(
     if not files:  # a path without a dump: the same mistake, and code, as in compare
         raise _fail("no GE dump files under " + ", ".join(map(str, paths)), EXIT_USAGE)
     target = output_path
+    output = None
     if target is not None:
         _check_writable(target, "to")
+        try:
+            output = Directory(target)
+        except OSError as exc:
+            raise _fail(f"cannot write to {target}: {exc.strerror or exc}") from None
     failed = 0
     with _progress() as progress:
         task = progress.add_task("parsing", total=len(files))
         for path in files:
-            result = parse_file(path, target)
+            try:
+                result = parse_file(path, output, force=force)
+            except OutputExistsError as exc:
+                raise _fail(f"{exc.path} exists: not replaced (give --force to replace it)", EXIT_USAGE) from None
             progress.advance(task)
             if result.error:
                 failed += 1
@@ -298,7 +316,7 @@ def compare(
     except CompareError as exc:
         raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
     except OSError as exc:
-        raise _fail(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")) from None
+        raise _fail(_os_error_line(exc)) from None
     if _verbose():  # what was compared with what, and how long it took
         print_plan(err, inputs, time.monotonic() - started, jobs)
     print_summary(out, result)
@@ -325,7 +343,7 @@ def _compare_on_cluster(
     except CompareError as exc:
         raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
     except OSError as exc:
-        raise _fail(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")) from None
+        raise _fail(_os_error_line(exc)) from None
     print_summary(out, done.result)
     for line in cluster_lines(done.result, done.summary):
         out.print(escape(line), highlight=False)
