@@ -7,7 +7,8 @@ values: that is how tokens and ranks differ.
 
 Each layer exercises one thing the compare must get right:
 
-- an RMS-norm chain (Square, ReduceMean, Add with a Const, Rsqrt, Mul, Mul) that GE fuses into one op;
+- an RMS-norm chain (Pow, ReduceMean, Add, each with a Const input as torchair's converters build them, Rsqrt, Mul,
+  Mul) that GE fuses into one op;
 - a matmul whose weight goes through a GE-inserted TransData into FRACTAL_NZ (no FX counterpart);
 - Cast fp16 -> fp32 -> softmax -> Cast back, a 2-output SplitV;
 - `aten.max.dim`, whose GE op returns (indices int32, values) while FX has (values, indices int64): the
@@ -16,8 +17,8 @@ Each layer exercises one thing the compare must get right:
 - `aten.cat` with a list argument (FX `INPUT.0.j`) and GE's axis as a Const input, then a residual Add with a
   control edge;
 - odd layers: a bf16 side branch (FX stores bf16 as float32);
-- layer 0: a 12-way split and a cat of the pieces in reverse order (FX `INPUT.0.10` vs `INPUT.0.2`, `OUTPUT.11`),
-  and an op executed twice per token.
+- layer 0: `npu_rms_norm` (GE `RmsNorm`, two named outputs), a 12-way split and a cat of the pieces in reverse
+  order (FX `INPUT.0.10` vs `INPUT.0.2`, `OUTPUT.11`), and an op executed twice per token.
 
 Graph op names of layer 1 carry a `/`-scope and dots (sanitized to `_` in dump file names); `long_names`
 layers get scope prefixes long enough that the fused op's file name exceeds 255 bytes (a hashed file name) or
@@ -291,6 +292,10 @@ def _rms(x, w):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w
 
 
+def _rstd(x):
+    return 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+
 def _gelu(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
 
@@ -330,9 +335,13 @@ def build_model_values(
         eps = b.const(f"{p}Const_{L}", 1e-6, dt)
 
         # RMS norm, fused by GE into one op
-        sq = b.op(f"{p}Square_{L}", "Square", [x], lambda a: [a * a], [dt],
+        # torchair's converters pass the exponent and the axes as Const inputs (ge.Pow(self, exponent),
+        # ge.ReduceMean(self, dim_vec)); GE dumps them as inputs like any other
+        exponent = b.const(f"{p}Pow_{L}/exponent", 2, dt)
+        axes = b.const(f"{p}ReduceMean_{L}/axes", [-1], i64)
+        sq = b.op(f"{p}Pow_{L}", "Pow", [x, exponent], lambda a, e: [a**e], [dt],
                   fx=(f"pow_{L}", "aten.pow.Tensor_Scalar", [x, 2]))[0]  # fmt: skip
-        mean = b.op(f"{p}ReduceMean_{L}", "ReduceMeanD", [sq], lambda a: [a.mean(-1, keepdims=True)], [dt],
+        mean = b.op(f"{p}ReduceMean_{L}", "ReduceMean", [sq, axes], lambda a, _: [a.mean(-1, keepdims=True)], [dt],
                     fx=(f"mean_{L}", "aten.mean.dim", [sq, (-1,), True]))[0]  # fmt: skip
         add = b.op(f"{p}Add_{L}", "Add", [mean, eps], lambda a, e: [a + e], [dt],
                    fx=(f"add_{L}", "aten.add.Tensor", [mean, 1e-6]))[0]  # fmt: skip
@@ -342,7 +351,7 @@ def build_model_values(
                    fx=(f"mul_{L}", "aten.mul.Tensor", [x, rsqrt]))[0]  # fmt: skip
         normed = b.op(f"{p}Mul_1_{L}", "Mul", [mul, w_norm], lambda a, w: [a * w], [dt],
                       fx=(f"mul_1_{L}", "aten.mul.Tensor", [mul, w_norm]))[0]  # fmt: skip
-        members = [f"{p}{n}_{L}" for n in ("Square", "ReduceMean", "Add", "Rsqrt", "Mul", "Mul_1")]
+        members = [f"{p}{n}_{L}" for n in ("Pow", "ReduceMean", "Add", "Rsqrt", "Mul", "Mul_1")]
         b.fuse(members, "AutomaticBufferFusionOp" if L % 2 == 0 else "FusedRmsNorm", record_original_op=L % 2 == 0)
 
         # matmul with its weight moved to FRACTAL_NZ by a GE-inserted TransData
@@ -379,6 +388,10 @@ def build_model_values(
             b.op(f"{p}Mul_bf_{L}", "Mul", [xb, xb], lambda a, c: [a * c], [bf16],
                  fx=(f"mul_bf_{L}", "aten.mul.Tensor", [xb, xb]))  # fmt: skip
         if L == 0:
+            # torch_npu.npu_rms_norm(x, gamma, eps) -> (y, rstd): torchair's converter returns ge.RmsNorm(self, gamma,
+            # epsilon=eps), both outputs named; the FX dumper writes both (its target has a converter)
+            b.op(f"RmsNorm_{L}", "RmsNorm", [x, w_norm], lambda a, w: [_rms(a, w), _rstd(a)], [dt, f32],
+                 fx=(f"npu_rms_norm_{L}", "npu.npu_rms_norm.default", [x, w_norm, 1e-6]))  # fmt: skip
             sizes = (1,) * 11 + (s - 11,)
             pieces = b.op("SplitV_big", "SplitV", [x], lambda a: np.split(a, np.arange(1, 12), axis=0), [dt] * 12,
                           fx=("split_with_sizes_0", "aten.split_with_sizes.default", [x, sizes]))  # fmt: skip
