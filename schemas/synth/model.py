@@ -7,8 +7,8 @@ values: that is how tokens and ranks differ.
 
 Each layer exercises one thing the compare must get right:
 
-- an RMS-norm chain (Pow, ReduceMean, Add, each with a Const input as torchair's converters build them, Rsqrt, Mul,
-  Mul) that GE fuses into one op;
+- an RMS-norm chain (Square, ReduceMean with its axes as a Const input, Add with a Const, Rsqrt, Mul, Mul) that
+  GE fuses into one op;
 - a matmul whose weight goes through a GE-inserted TransData into FRACTAL_NZ (no FX counterpart);
 - Cast fp16 -> fp32 -> softmax -> Cast back, a 2-output SplitV;
 - `aten.max.dim`, whose GE op returns (indices int32, values) while FX has (values, indices int64): the
@@ -334,12 +334,12 @@ def build_model_values(
         w_q = b.data(rng.standard_normal((h, h)) / np.sqrt(h), dt)
         eps = b.const(f"{p}Const_{L}", 1e-6, dt)
 
-        # RMS norm, fused by GE into one op
-        # torchair's converters pass the exponent and the axes as Const inputs (ge.Pow(self, exponent),
-        # ge.ReduceMean(self, dim_vec)); GE dumps them as inputs like any other
-        exponent = b.const(f"{p}Pow_{L}/exponent", 2, dt)
+        # torchair's aten.mean.dim converter: ge.ReduceMean(self, dim_vec) with the dims as a Const input (GE's
+        # ReduceMean has an `axes` input), which GE's dumper writes like any other input
         axes = b.const(f"{p}ReduceMean_{L}/axes", [-1], i64)
-        sq = b.op(f"{p}Pow_{L}", "Pow", [x, exponent], lambda a, e: [a**e], [dt],
+
+        # RMS norm, fused by GE into one op
+        sq = b.op(f"{p}Square_{L}", "Square", [x], lambda a: [a * a], [dt],
                   fx=(f"pow_{L}", "aten.pow.Tensor_Scalar", [x, 2]))[0]  # fmt: skip
         mean = b.op(f"{p}ReduceMean_{L}", "ReduceMean", [sq, axes], lambda a, _: [a.mean(-1, keepdims=True)], [dt],
                     fx=(f"mean_{L}", "aten.mean.dim", [sq, (-1,), True]))[0]  # fmt: skip
@@ -351,7 +351,7 @@ def build_model_values(
                    fx=(f"mul_{L}", "aten.mul.Tensor", [x, rsqrt]))[0]  # fmt: skip
         normed = b.op(f"{p}Mul_1_{L}", "Mul", [mul, w_norm], lambda a, w: [a * w], [dt],
                       fx=(f"mul_1_{L}", "aten.mul.Tensor", [mul, w_norm]))[0]  # fmt: skip
-        members = [f"{p}{n}_{L}" for n in ("Pow", "ReduceMean", "Add", "Rsqrt", "Mul", "Mul_1")]
+        members = [f"{p}{n}_{L}" for n in ("Square", "ReduceMean", "Add", "Rsqrt", "Mul", "Mul_1")]
         b.fuse(members, "AutomaticBufferFusionOp" if L % 2 == 0 else "FusedRmsNorm", record_original_op=L % 2 == 0)
 
         # matmul with its weight moved to FRACTAL_NZ by a GE-inserted TransData
@@ -388,10 +388,11 @@ def build_model_values(
             b.op(f"{p}Mul_bf_{L}", "Mul", [xb, xb], lambda a, c: [a * c], [bf16],
                  fx=(f"mul_bf_{L}", "aten.mul.Tensor", [xb, xb]))  # fmt: skip
         if L == 0:
-            # torch_npu.npu_rms_norm(x, gamma, eps) -> (y, rstd): torchair's converter returns ge.RmsNorm(self, gamma,
-            # epsilon=eps), both outputs named; the FX dumper writes both (its target has a converter)
+            # torch_npu.npu_rms_norm(x, gamma) -> (y, rstd): torchair's converter returns ge.RmsNorm(self, gamma,
+            # epsilon=eps), both outputs named; the FX dumper writes both (its target has a converter), and no
+            # INPUT.2 for an eps left at its default (the captured node has no such argument)
             b.op(f"RmsNorm_{L}", "RmsNorm", [x, w_norm], lambda a, w: [_rms(a, w), _rstd(a)], [dt, f32],
-                 fx=(f"npu_rms_norm_{L}", "npu.npu_rms_norm.default", [x, w_norm, 1e-6]))  # fmt: skip
+                 fx=(f"npu_rms_norm_{L}", "npu.npu_rms_norm.default", [x, w_norm]))  # fmt: skip
             sizes = (1,) * 11 + (s - 11,)
             pieces = b.op("SplitV_big", "SplitV", [x], lambda a: np.split(a, np.arange(1, 12), axis=0), [dt] * 12,
                           fx=("split_with_sizes_0", "aten.split_with_sizes.default", [x, sizes]))  # fmt: skip

@@ -334,7 +334,7 @@ def test_rank_option(multi_rank):
 
 
 def test_fused_names_hashed_and_truncated(tmp_path):
-    faults = (Fault("model/decoder/layers_3/self_attention/" + "x" * 80 + "/Pow_3_ub_fusion", FaultKind.REL_ERROR),)
+    faults = (Fault("model/decoder/layers_3/self_attention/" + "x" * 80 + "/Square_3_ub_fusion", FaultKind.REL_ERROR),)
     config = ScenarioConfig(model=ModelConfig(layers=4, long_names=(2, 3)), tokens=1, faults=faults)
     scenario = write_scenario(tmp_path, config)
     for golden in (scenario.golden_fx, scenario.golden_ge):

@@ -25,7 +25,7 @@ from tcmp.schemas.synth.model import ModelGraph, ModelValues, TensorRef, build_m
 from tcmp.schemas.synth.scenario import Fault, FaultKind, Scenario, ScenarioConfig, TargetOp, write_scenario
 
 DT = DataType
-FUSED_0 = "Pow_0ReduceMean_0Add_0Rsqrt_0Mul_0Mul_1_0"  # GE's concatenated name of layer 0's rms-norm group
+FUSED_0 = "Square_0ReduceMean_0Add_0Rsqrt_0Mul_0Mul_1_0"  # GE's concatenated name of layer 0's rms-norm group
 FAULTS = (
     Fault("MatMul_0", FaultKind.REL_ERROR, magnitude=0.05),
     Fault("SoftmaxV2_0", FaultKind.NAN),
