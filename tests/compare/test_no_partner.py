@@ -12,7 +12,9 @@ write it — has no 'no partner' item against either golden kind. The two cases 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from fx_dumps import by_design, data, op, out, values
 
 from tcmp.compare.records import Role, UnmatchedKind
 from tcmp.compare.run import CompareOptions, run_compare
@@ -80,3 +82,24 @@ def test_fx_golden_pairs_npu_rms_norm_and_lists_the_converter_constants_by_desig
     for u in constants.values():
         assert u.kind is UnmatchedKind.BY_DESIGN and "constant" in u.reason
     assert not result.failed
+
+
+def test_a_dict_output_file_is_listed_by_design_like_its_entries(dumps):
+    """A node returning {"out": 2x, "aux": x + 1} (conformance's custom_dict): torchair names the GE tensors by key
+    (`OUTPUT.out`, `OUTPUT.aux`, `_set_fx_tensor_names`), the FX dumper saves `[result]`, the whole dict as one
+    pickled `OUTPUT.0`. Neither side can pair: the entries and the file are both `by design`, never 'no partner'."""
+    node = "scale_and_aux-my.scale_and_aux.default"
+    x = values(4, 3)
+    dumps.graph(
+        data("x", (4, 3)),
+        op("Mul", "Mul", ("x:0",), (out(f"{node}.OUTPUT.out", (4, 3)),)),
+        op("Add", "Add", ("x:0",), (out(f"{node}.OUTPUT.aux", (4, 3)),)),
+    )
+    dumps.ge("Mul", "Mul", [x], [x * 2])
+    dumps.ge("Add", "Add", [x], [x + 1])
+    dumps.fx(node, [x], [np.array({"out": x * 2, "aux": x + 1}, dtype=object)])
+    o = dumps.compare()
+    for name in ("Mul", "Add"):
+        by_design(o.one_unmatched(name, IO.OUTPUT, 0), "dict", "pickle")
+    by_design(o.golden(f"{node}.OUTPUT.0"), "dict", "pickle")
+    assert [u for u in o.rank.unmatched if u.kind is UnmatchedKind.NO_PARTNER] == []
