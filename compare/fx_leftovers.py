@@ -29,18 +29,27 @@ def golden_reasons(matcher: FxMatcher, files: Sequence[DumpFile]) -> dict[Path, 
             for f in (*(x[2] for x in c.inputs), *(x[1] for x in c.outputs)):
                 call_of[f.path] = c
     reasons: dict[Path, tuple[str, UnmatchedKind]] = {}
+    dict_keys = _dict_output_keys(matcher)
     for f in files:
         name = f.name
         call = call_of.get(f.path)
         if not isinstance(name, FxFileName) or call is None:
             continue
-        why = _reason(matcher, f, name, call)
+        why = _reason(matcher, f, name, call, dict_keys)
         if why is not None:
             reasons[f.path] = (why, UnmatchedKind.BY_DESIGN)
     return reasons
 
 
-def _reason(matcher: FxMatcher, f: DumpFile, name: FxFileName, call) -> Optional[str]:
+def _dict_output_keys(matcher: FxMatcher) -> frozenset[str]:
+    """FX nodes whose result is a dict: torchair names its entries on the GE side by key (`OUTPUT.out`), never by
+    an index, while the FX dumper saves the whole dict as the one file `OUTPUT.0` (`[result]`, a pickled array)."""
+    names = [o.fx_tensor for op in matcher.view.graph.ops for o in op.outputs if o.fx_tensor is not None]
+    indexed = {n.node_key for n in names if n.output_index is not None}
+    return frozenset(n.node_key for n in names if n.output_index is None and n.node_key not in indexed)
+
+
+def _reason(matcher: FxMatcher, f: DumpFile, name: FxFileName, call, dict_keys: frozenset[str]) -> Optional[str]:
     fx, key, target = matcher.fx, name.key, name.target
     if f.path in fx.copies:
         return f"FX input copy of the tensor in {fx.copies[f.path].name}: the GE input is compared with that output"
@@ -60,6 +69,11 @@ def _reason(matcher: FxMatcher, f: DumpFile, name: FxFileName, call) -> Optional
         return (
             f"{key}'s converter returns its input, so its name was written over the GE tensor of "
             f"{matcher.written_over[key]}, which is compared instead (the same tensor)"
+        )
+    if key in dict_keys and name.io is IO.OUTPUT and name.index == 0:
+        return (
+            f"output 0 of {key}: a dict output, which the FX dumper pickles whole into this one file; its entries "
+            "are GE tensors named by key (OUTPUT.<key>), listed by design on the target side"
         )
     if key in matcher.named_keys:
         return None

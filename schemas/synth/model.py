@@ -7,7 +7,8 @@ values: that is how tokens and ranks differ.
 
 Each layer exercises one thing the compare must get right:
 
-- an RMS-norm chain (Square, ReduceMean, Add with a Const, Rsqrt, Mul, Mul) that GE fuses into one op;
+- an RMS-norm chain (Square, ReduceMean with its axes as a Const input, Add with a Const, Rsqrt, Mul, Mul) that
+  GE fuses into one op;
 - a matmul whose weight goes through a GE-inserted TransData into FRACTAL_NZ (no FX counterpart);
 - Cast fp16 -> fp32 -> softmax -> Cast back, a 2-output SplitV;
 - GE-inserted Casts around a scaling Mul computed in fp32 (up to fp32, back down, to int8, to bool), whose outputs
@@ -18,8 +19,8 @@ Each layer exercises one thing the compare must get right:
 - `aten.cat` with a list argument (FX `INPUT.0.j`) and GE's axis as a Const input, then a residual Add with a
   control edge;
 - odd layers: a bf16 side branch (FX stores bf16 as float32);
-- layer 0: a 12-way split and a cat of the pieces in reverse order (FX `INPUT.0.10` vs `INPUT.0.2`, `OUTPUT.11`),
-  and an op executed twice per token.
+- layer 0: `npu_rms_norm` (GE `RmsNorm`, two named outputs), a 12-way split and a cat of the pieces in reverse
+  order (FX `INPUT.0.10` vs `INPUT.0.2`, `OUTPUT.11`), and an op executed twice per token.
 
 Two options add what the defaults do not write (the defaults' output is unchanged): `pow_norm` makes the norm's
 square a Pow with a float32 Const exponent from an int FX argument, `empty_cache` adds empty tensors.
@@ -319,6 +320,10 @@ def _rms(x, w):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w
 
 
+def _rstd(x):
+    return 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+
 def _gelu(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
 
@@ -358,6 +363,10 @@ def build_model_values(
         w_q = b.data(rng.standard_normal((h, h)) / np.sqrt(h), dt)
         eps = b.const(f"{p}Const_{L}", 1e-6, dt)
 
+        # torchair's aten.mean.dim converter: ge.ReduceMean(self, dim_vec) with the dims as a Const input (GE's
+        # ReduceMean has an `axes` input), which GE's dumper writes like any other input
+        axes = b.const(f"{p}ReduceMean_{L}/axes", [-1], i64)
+
         # RMS norm, fused by GE into one op
         if config.pow_norm:
             exponent = b.const(f"{p}Const_pow_{L}", 2.0, f32)
@@ -366,7 +375,7 @@ def build_model_values(
         else:
             sq = b.op(f"{p}Square_{L}", "Square", [x], lambda a: [a * a], [dt],
                       fx=(f"pow_{L}", "aten.pow.Tensor_Scalar", [x, 2]))[0]  # fmt: skip
-        mean = b.op(f"{p}ReduceMean_{L}", "ReduceMeanD", [sq], lambda a: [a.mean(-1, keepdims=True)], [dt],
+        mean = b.op(f"{p}ReduceMean_{L}", "ReduceMean", [sq, axes], lambda a, _: [a.mean(-1, keepdims=True)], [dt],
                     fx=(f"mean_{L}", "aten.mean.dim", [sq, (-1,), True]))[0]  # fmt: skip
         add = b.op(f"{p}Add_{L}", "Add", [mean, eps], lambda a, e: [a + e], [dt],
                    fx=(f"add_{L}", "aten.add.Tensor", [mean, 1e-6]))[0]  # fmt: skip
@@ -424,6 +433,11 @@ def build_model_values(
             b.op(f"{p}Mul_bf_{L}", "Mul", [xb, xb], lambda a, c: [a * c], [bf16],
                  fx=(f"mul_bf_{L}", "aten.mul.Tensor", [xb, xb]))  # fmt: skip
         if L == 0:
+            # torch_npu.npu_rms_norm(x, gamma) -> (y, rstd): torchair's converter returns ge.RmsNorm(self, gamma,
+            # epsilon=eps), both outputs named; the FX dumper writes both (its target has a converter), and no
+            # INPUT.2 for an eps left at its default (the captured node has no such argument)
+            b.op(f"RmsNorm_{L}", "RmsNorm", [x, w_norm], lambda a, w: [_rms(a, w), _rstd(a)], [dt, f32],
+                 fx=(f"npu_rms_norm_{L}", "npu.npu_rms_norm.default", [x, w_norm]))  # fmt: skip
             sizes = (1,) * 11 + (s - 11,)
             pieces = b.op("SplitV_big", "SplitV", [x], lambda a: np.split(a, np.arange(1, 12), axis=0), [dt] * 12,
                           fx=("split_with_sizes_0", "aten.split_with_sizes.default", [x, sizes]))  # fmt: skip

@@ -141,7 +141,8 @@ def _fused_rms(layer: int) -> str:
 
 @pytest.mark.parametrize("route", [r.name for r in ROUTES])
 def test_fx_constants_paired_only_with_float_scalar_arguments(outcomes, route):
-    """The fused RMS norm's inputs are x, the Pow exponent (Const float32 2.0), eps (Const 1e-6) and the weight.
+    """The fused RMS norm's inputs are x, the Pow exponent (Const float32 2.0), ReduceMean's axes (Const int64),
+    eps (Const 1e-6) and the weight.
     FX has `pow(x, 2)`, an int argument (no float scalar: the constant is listed by design), and `add(mean, 1e-6)`,
     a float argument: eps is compared with it."""
     outcome = outcomes[("golden_fx", route)]
@@ -152,7 +153,7 @@ def test_fx_constants_paired_only_with_float_scalar_arguments(outcomes, route):
             assert (token, f"{fused}.input.1") not in apis  # the exponent
             assert any(u[1] == token and u[2] == fused and u[3] is IO.INPUT and u[4] == 1 and u[6] == "by design"
                        for u in outcome.unmatched)  # fmt: skip
-            eps = apis[(token, f"{fused}.input.2")]
+            eps = apis[(token, f"{fused}.input.3")]
             assert eps[1] is Result.PASS and "add_" in eps[0][0]
 
 
