@@ -433,11 +433,13 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
                 judgement = Judgement(Result.FAIL, False)
         else:
             n_crc, b_crc = crc_hex(npu.summary.crc32), crc_hex(bench.summary.crc32)
+            why: list[str] = []
             if n_crc is None or b_crc is None:
                 why = [n for r in (pair.npu, pair.bench) if r.stored is not None for n in r.stored.notes
                        if n.startswith(CRC_UNKNOWN)]  # fmt: skip
                 messages += why or ["no CRC-32 on one side (summary-only source)"]
-            judgement = judge_md5(n_crc, b_crc)
+            # a CRC the slices' CRCs cannot give is unknown, not different
+            judgement = Judgement(Result.NA, False) if why else judge_md5(n_crc, b_crc)
         for side, loaded in (("NPU", npu), ("bench", bench)):
             messages += [f"{side}: {note}" for note in loaded.notes]
     except Unavailable as exc:

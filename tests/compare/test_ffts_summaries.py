@@ -11,10 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fx_dumps import F16, GE_RANK_DIR, DumpPair, data, op, out, values
 
 from tcmp.compare.ffts_summaries import merged_slice_tensors
+from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.summary import summarize_file
 from tcmp.compare.summary_merge import CRC_UNKNOWN
+from tcmp.compare.verdict import Result
+from tcmp.daemon.retention import RetentionPolicy
+from tcmp.daemon.service import WatchConfig, run_watch
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.ffts import SliceFile, merge_ffts_slices
 from tcmp.schemas.ge_dump import open_ge_dump
@@ -94,3 +99,32 @@ def test_merged_from_summaries_is_the_summary_of_the_raw_merge(tmp_path, case, o
                 assert s.crc32 == zlib.crc32(np.ascontiguousarray(array).tobytes())
             else:
                 assert s.crc32 is None and any(n.startswith(CRC_UNKNOWN) for n in merged.notes)
+
+
+def test_md5_mode_from_the_index_says_why_a_column_cut_has_no_crc(tmp_path):
+    """An FFTS+ MatMul cut along columns, paired with its FX output: raw, md5 mode merges the slices and PASSes;
+    from the index (slice files deleted) the CRC cannot be combined, and the row says so instead of a bare N/A."""
+    d = DumpPair(tmp_path)
+    x = values(4, 6, start=0.5, dtype=np.float16)
+    mm = "mm-aten.mm.default"
+    d.graph(data("x", (4, 6), F16), op("MatMul_0", "MatMulV2", ("x:0",), (out(f"{mm}.OUTPUT.0", (4, 6), F16),)))
+    directory = tmp_path / GE_RANK_DIR / "0"
+    directory.mkdir(parents=True)
+    attr = _auto(((0, 4), (0, 4)), ((0, 3), (3, 6)), [1, 2])
+    for t, cols in ((0, slice(0, 3)), (1, slice(3, 6))):
+        _slice(directory, "MatMul_0", t, [x[:, cols].reshape(-1)], [x[:, cols]], attr)
+    d.fx(mm, [x], [x])
+    d.write_graph()
+
+    def md5_row():
+        result, _ = run_compare(CompareOptions(d.target, d.golden, mode=DataMode.MD5), keep_rows=True)
+        (row,) = [r for r in result.ranks[0].rows if r.pair.api_name == "MatMul_0.output.0"]
+        return row
+
+    raw = md5_row()
+    assert raw.result is Result.PASS and "(+1 FFTS+ slices)" in raw.pair.npu.label
+    report = run_watch(WatchConfig(roots=(tmp_path,), retention=RetentionPolicy(True, 0, ()), workers=0, once=True))
+    assert report.error is None and not list(directory.iterdir())
+    indexed = md5_row()
+    assert indexed.from_index and indexed.result is Result.NA
+    assert any(m.startswith(CRC_UNKNOWN) and "not contiguous" in m for m in indexed.messages), indexed.messages
