@@ -32,6 +32,7 @@ from .schema import (
     INDEX_FILE,
     OLDEST_READABLE_VERSION,
     SCHEMA_VERSION,
+    SLICES_AND_ELEMENTS_VERSION,
     FileKey,
     FileState,
     IndexUnusable,
@@ -257,7 +258,7 @@ class IndexReader:
         for (file_id, position), items in elements.items():
             by_id[file_id][position] = replace(by_id[file_id][position], elements=tuple(items))
         slicing: dict[int, str] = {}
-        if self.schema_version >= 3:
+        if self.schema_version >= SLICES_AND_ELEMENTS_VERSION:
             query = "SELECT id, ffts_attr FROM files WHERE ffts_attr IS NOT NULL AND id IN ({placeholders})"
             slicing = dict(rows_in(self.conn, query, list(by_id)))
         return tuple(
@@ -336,7 +337,8 @@ class IndexReader:
             if state == FileState.SUMMARIZED.value:
                 bytes_read = int(size or 0)
         graphs = self.conn.execute("SELECT count(*) FROM graphs").fetchone()[0]
-        own_rows = " WHERE element IS NULL" if self.schema_version >= 3 else ""  # not the elements' rows
+        with_elements = self.schema_version >= SLICES_AND_ELEMENTS_VERSION
+        own_rows = " WHERE element IS NULL" if with_elements else ""  # not the elements' rows
         tensors = self.conn.execute(f"SELECT count(*) FROM tensors{own_rows}").fetchone()[0]
         freed = self.conn.execute("SELECT sum(size) FROM files WHERE raw_deleted = 1").fetchone()[0] or 0
         files_minute, bytes_minute = self.committed_since(time.time_ns() - 60_000_000_000)

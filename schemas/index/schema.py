@@ -19,6 +19,7 @@ from ..layout import INDEX_DIR
 # tensors.element (rows summarizing one element of an FX output that may stack a list). Read from an older index
 # as NULL: its FFTS+ ops are compared by their first slice, its stacked elements listed by design, as before.
 SCHEMA_VERSION = 3
+SLICES_AND_ELEMENTS_VERSION = 3  # the version that added files.ffts_attr and tensors.element
 INDEX_FILE = "index.sqlite"
 BUSY_TIMEOUT_S = 10.0  # readers
 WRITER_BUSY_TIMEOUT_S = 5.0  # the daemon retries a locked index itself, and says so in its log
@@ -198,7 +199,7 @@ UPGRADES = {
         "ALTER TABLE tensors ADD COLUMN original_op TEXT",
         "ALTER TABLE tensors ADD COLUMN original_op_index INTEGER",
     ),
-    3: (
+    SLICES_AND_ELEMENTS_VERSION: (
         "ALTER TABLE files ADD COLUMN ffts_attr TEXT",
         "ALTER TABLE tensors ADD COLUMN element INTEGER",
     ),
@@ -224,7 +225,7 @@ def tensor_columns(version: int) -> tuple[str, ...]:
     """The columns to select from the tensors table of an index of `version`, in TENSOR_COLUMNS order: NULL for
     those it does not have."""
     missing = {"original_op", "original_op_index"} if version < 2 else set()
-    if version < 3:
+    if version < SLICES_AND_ELEMENTS_VERSION:
         missing.add("element")
     return tuple("NULL" if c in missing else c for c in TENSOR_COLUMNS)
 

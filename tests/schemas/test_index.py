@@ -22,6 +22,7 @@ from tcmp.schemas.graph import Graph, GraphOp, InputEdge, OutputDesc, read_graph
 from tcmp.schemas.index import (
     INDEX_FILE,
     SCHEMA_VERSION,
+    SLICES_AND_ELEMENTS_VERSION,
     FileKey,
     FileState,
     ForgetRow,
@@ -314,7 +315,7 @@ def _as_version_2(path: Path) -> None:
     assert [row[1] for row in conn.execute("PRAGMA table_info(tensors)")][-1] == "element"
     conn.execute("ALTER TABLE files DROP COLUMN ffts_attr")
     conn.execute("ALTER TABLE tensors DROP COLUMN element")
-    conn.execute("PRAGMA user_version = 2")
+    conn.execute(f"PRAGMA user_version = {SLICES_AND_ELEMENTS_VERSION - 1}")
     conn.commit()
     conn.close()
 
@@ -348,14 +349,14 @@ def test_an_index_of_schema_2_is_read_and_upgraded_in_place(root):
                                  FileSummary(old, "Add_0", None, (output,), slicing='{"threadMode": 1}'))])  # fmt: skip
     _as_version_2(path)
     with open_index(root) as reader:
-        assert reader.schema_version == 2
+        assert reader.schema_version == SLICES_AND_ELEMENTS_VERSION - 1
         (back,) = reader.summaries_of(reader.files_under(root))
     assert back.tensors == (output,) and back.slicing is None
     with IndexWriter(path) as writer:
         summary = FileSummary(new, "Add_1", None, (replace(output, elements=elements), output), slicing="{}")
         writer.write([SummaryRow(_dump_file(new), _key(new), summary)])
     with open_index(root) as reader:
-        assert reader.schema_version == SCHEMA_VERSION == 3
+        assert reader.schema_version == SCHEMA_VERSION
         files = reader.files_under(root)
         back = {f.path: s for f, s in zip(files, reader.summaries_of(files))}
         assert reader.status().tensors == 3  # the element rows are not tensors of their own
