@@ -39,6 +39,7 @@ from .metrics import (
 )
 from .records import Pair, Row, TensorRef, TensorStats
 from .summary import _crc32, summarize
+from .summary_merge import CRC_UNKNOWN
 from .verdict import Judgement, Result, Thresholds, judge_md5, judge_statistics, judge_tensor
 
 
@@ -232,7 +233,13 @@ class TensorLoader:
         """The raw tensor when there is one, else the summary the tensor exists as."""
         if ref.stored is not None:
             s: TensorSummary = ref.stored
-            return Loaded(None, s.summary, s.dtype, s.shape)
+            if ref.element is not None:  # one tensor of a stacked list output: its element's own summary
+                if ref.element >= len(s.elements) or not s.shape:
+                    raise Unavailable(f"element {ref.element} of a file of shape {list(s.shape or ())}: not stored")
+                return Loaded(None, s.elements[ref.element], s.dtype, s.shape[1:])
+            # FFTS+ slices merged from their summaries say what the raw merge says (why a CRC is unknown: md5 mode)
+            notes = tuple(n for n in s.notes if not n.startswith(CRC_UNKNOWN)) if len(ref.files) > 1 else ()
+            return Loaded(None, s.summary, s.dtype, s.shape, notes)
         if ref.files[0].kind is FileKind.FX_MIN_MAX_NPY:
             try:
                 return Loaded(None, read_fx_min_max_npy(ref.files[0].path), None, None, ("appendix min/max file",))
@@ -428,9 +435,13 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
                 judgement = Judgement(Result.FAIL, False)
         else:
             n_crc, b_crc = crc_hex(npu.summary.crc32), crc_hex(bench.summary.crc32)
+            why: list[str] = []
             if n_crc is None or b_crc is None:
-                messages.append("no CRC-32 on one side (summary-only source)")
-            judgement = judge_md5(n_crc, b_crc)
+                why = [n for r in (pair.npu, pair.bench) if r.stored is not None for n in r.stored.notes
+                       if n.startswith(CRC_UNKNOWN)]  # fmt: skip
+                messages += why or ["no CRC-32 on one side (summary-only source)"]
+            # a CRC the slices' CRCs cannot give is unknown, not different
+            judgement = Judgement(Result.NA, False) if why else judge_md5(n_crc, b_crc)
         for side, loaded in (("NPU", npu), ("bench", bench)):
             messages += [f"{side}: {note}" for note in loaded.notes]
     except Unavailable as exc:

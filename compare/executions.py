@@ -21,6 +21,7 @@ from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.layout import DumpFile, FileKind
 from tcmp.schemas.records import IO, FileSummary, TensorKind, TensorSummary
 
+from .ffts_summaries import merged_slice_tensors
 from .summary import summarize_file
 
 
@@ -105,10 +106,25 @@ def _from_index(files: Sequence[DumpFile], summary: FileSummary) -> GeExecution:
     return _from_summaries(op_name, first.op_type or "", timestamp, files, summary.tensors, raw_deleted=True)
 
 
+def _from_index_slices(files: Sequence[DumpFile], summaries: Sequence[FileSummary]) -> GeExecution:
+    """An FFTS+ execution whose slice files are gone: described by its first slice, as from the raw files (shapes
+    to pair by, original ops), with the whole tensors' summaries merged from every slice's."""
+    execution = _from_index(files, summaries[0])
+    merged = {(t.io, t.index): t for t in merged_slice_tensors(files, summaries)}
+
+    def whole(meta: TensorMeta) -> TensorMeta:
+        stored = merged.get((meta.io, meta.index))
+        return meta if stored is None else replace(meta, stored=stored)
+
+    return replace(execution, inputs=tuple(map(whole, execution.inputs)), outputs=tuple(map(whole, execution.outputs)))
+
+
 def _read_execution(files: Sequence[DumpFile], stored: Mapping[Path, FileSummary]) -> GeExecution:
     first = files[0]
     name = first.name
     assert isinstance(name, GeFileName)
+    if len(files) > 1 and all(f.path in stored for f in files):
+        return _from_index_slices(files, [stored[f.path] for f in files])
     if first.path in stored:
         return _from_index(files, stored[first.path])
     base = GeExecution(first.op_name, first.op_type or "", first.timestamp or 0, tuple(files), (), (), ())

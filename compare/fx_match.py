@@ -48,6 +48,7 @@ from .match_context import (
 )
 from .metrics import squeezed
 from .records import UnmatchedKind
+from .summary import MAX_STACKED_ELEMENTS
 from .torchair_rules import (
     PATTERN_BY_FUSED,
     RESHAPE_TARGET,
@@ -241,10 +242,12 @@ class FxMatcher:
                 f"as one file {how}, which does not hold it",
                 UnmatchedKind.BY_DESIGN,
             )
-        if file.path in self.fx.stored:
+        stored = self.fx.stored.get(file.path)
+        if stored is not None and element >= len(stored.elements):
             return _Missing(
                 f"nested output {call.key}.OUTPUT.{index}.{rest[0]}: one of the tensors the FX dumper "
-                "stacked into one file, whose raw data tcmp watch deleted (its summary covers them all)",
+                "stacked into one file, whose raw data tcmp watch deleted; the index holds no summary of that "
+                f"element (it summarizes the first {MAX_STACKED_ELEMENTS} of a file, since schema 3)",
                 UnmatchedKind.BY_DESIGN,
             )
         return _Found(file, index, element, (*notes, f"element {element} of the stacked list output {index}"))

@@ -25,11 +25,13 @@ import ml_dtypes
 import numpy as np
 
 from tcmp.schemas.dtypes import dtype_name, to_float32
+from tcmp.schemas.ffts import ffts_attr_text
 from tcmp.schemas.formats import PLAIN_FORMATS, format_name
 from tcmp.schemas.fx_dump import FxFileName, read_fx_value
 from tcmp.schemas.ge_dump import NOT_DUMPED, GeTensor, open_ge_dump
+from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.layout import DumpFile, FileKind
-from tcmp.schemas.records import FileSummary, Summary, TensorKind, TensorSummary
+from tcmp.schemas.records import IO, FileSummary, Summary, TensorKind, TensorSummary
 from tcmp.schemas.stats_files import SummaryTensor, read_fx_min_max_npy, read_ge_min_max_npz, read_stats_csv
 
 from .moments import COMPILED, Engine, numpy_moments
@@ -289,7 +291,10 @@ def _ge_binary(file: DumpFile, engine: Engine) -> FileSummary:
                     original_op=_original_op(tensor),
                 )
             )
-    return FileSummary(file.path, dump.op_name or file.op_name, dump.dump_time or file.timestamp, tuple(tensors))
+    slicing = ffts_attr_text(dump) if isinstance(file.name, GeFileName) and file.name.ffts is not None else None
+    return FileSummary(
+        file.path, dump.op_name or file.op_name, dump.dump_time or file.timestamp, tuple(tensors), slicing
+    )
 
 
 def _from_summary_tensor(item: SummaryTensor, kind: TensorKind) -> TensorSummary:
@@ -319,6 +324,7 @@ def _fx(file: DumpFile, engine: Engine) -> FileSummary:
     array = value.array
     kind = value.kind
     numeric = array is not None and array.dtype.kind in "biufc"
+    summary = summarize(array, engine=engine) if numeric else None
     tensor = TensorSummary(
         io=name.io,
         index=name.index,
@@ -326,10 +332,25 @@ def _fx(file: DumpFile, engine: Engine) -> FileSummary:
         kind=kind,
         dtype=str(array.dtype) if array is not None else None,
         shape=tuple(array.shape) if array is not None else None,
-        summary=summarize(array, engine=engine) if numeric else None,
+        summary=summary,
         notes=() if value.text is None or kind is TensorKind.SCALAR else (value.text,),
+        elements=_stacked_elements(array, summary, engine) if name.io is IO.OUTPUT and numeric else (),
     )
     return FileSummary(file.path, name.node, file.timestamp, (tensor,))
+
+
+# An FX output file stacks a list output along its leading dimension (tcmp.compare.fx_match pairs `OUTPUT.1.0`
+# with element 0 of `OUTPUT.1`); whether a file is one only the graph says, so every output whose leading
+# dimension is short enough to be a list gets its elements summarized. The bound keeps the index small.
+MAX_STACKED_ELEMENTS = 64
+
+
+def _stacked_elements(array: np.ndarray, whole: Optional[Summary], engine: Engine) -> tuple[Summary, ...]:
+    if array.ndim == 0 or not 0 < array.shape[0] <= MAX_STACKED_ELEMENTS or whole is None:
+        return ()
+    if array.shape[0] == 1:  # the one element is the whole file's bytes: the same summary
+        return (whole,)
+    return tuple(summarize(array[k], engine=engine) for k in range(array.shape[0]))
 
 
 def summarize_file(file: DumpFile, *, engine: Engine = COMPILED) -> FileSummary:

@@ -96,6 +96,9 @@ class TensorSummary:
     # GE outputs: the header's `OpOutput.original_op` (the pre-fusion op and output a fused op's output stands for),
     # which pairs the output as it pairs from the raw file
     original_op: Optional[tuple[str, int]] = None
+    # FX outputs that may stack a list (`OUTPUT.1` holding the tensors GE names `OUTPUT.1.0`, `OUTPUT.1.1`, …): the
+    # summary of each element along the leading dimension, so the index pairs an element as the raw file does
+    elements: tuple[Summary, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,3 +107,4 @@ class FileSummary:
     op_name: str  # GE: the header's (unsanitized) op name; FX: the node name
     dump_time: Optional[int]
     tensors: tuple[TensorSummary, ...]
+    slicing: Optional[str] = None  # an FFTS+ slice file's slicing attribute (JSON, as dumped): how slices merge

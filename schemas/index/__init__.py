@@ -25,6 +25,7 @@ from .reader import IndexedFile, IndexedProblem, IndexReader, IndexStatus, Known
 from .schema import (
     INDEX_FILE,
     SCHEMA_VERSION,
+    SLICES_AND_ELEMENTS_VERSION,
     FileKey,
     FileState,
     IndexUnusable,
@@ -47,6 +48,7 @@ from .writer import (
 __all__ = [
     "INDEX_FILE",
     "SCHEMA_VERSION",
+    "SLICES_AND_ELEMENTS_VERSION",
     "CommitResult",
     "DaemonState",
     "FileKey",

@@ -115,6 +115,7 @@ def file_row(
     raw_deleted: bool = False,
     seq: int,
     now_ns: int,
+    ffts_attr: Optional[str] = None,
 ) -> tuple:
     if isinstance(located, DumpFile):
         described = (*_dump_file_columns(located), header_op_name, *_fx_columns(located), _text(located.timestamp))
@@ -140,33 +141,39 @@ def file_row(
         seq,
         now_ns,
         dev,
+        ffts_attr,
     )
 
 
+def _numbers(summary: Optional[Summary]) -> tuple:
+    if summary is None:
+        return (0, None, None, None, None, None, None, None, None, 0)
+    (low, high, mean, l2), flags = _floats(summary)
+    return (1, summary.numel, low, high, mean, l2, summary.nan_count, summary.inf_count, summary.crc32, flags)
+
+
 def tensor_rows(file_id: int, tensors: Sequence[TensorSummary]) -> Iterator[tuple]:
-    for position, tensor in enumerate(tensors):
-        summary = tensor.summary
-        if summary is None:
-            numbers: tuple = (0, None, None, None, None, None, None, None, None, 0)
-        else:
-            (low, high, mean, l2), flags = _floats(summary)
-            numbers = (1, summary.numel, low, high, mean, l2, summary.nan_count, summary.inf_count, summary.crc32)
-            numbers += (flags,)
+    """A row per tensor, each followed by a row per element of it (`TensorSummary.elements`, column `element`)."""
+    position = 0
+    for tensor in tensors:
+        described = (tensor.io.value, tensor.index, tensor.sub_index, tensor.kind.value, tensor.dtype)
         yield (
             file_id,
             position,
-            tensor.io.value,
-            tensor.index,
-            tensor.sub_index,
-            tensor.kind.value,
-            tensor.dtype,
+            *described,
             _shape_text(tensor.shape),
             tensor.device_format,
             _shape_text(tensor.device_shape),
-            *numbers,
+            *_numbers(tensor.summary),
             json_or_none(tensor.notes),
             *(tensor.original_op if tensor.original_op is not None else (None, None)),
+            None,
         )
+        position += 1
+        element_shape = _shape_text(tensor.shape[1:]) if tensor.shape else None
+        for k, summary in enumerate(tensor.elements):
+            yield (file_id, position, *described, element_shape, None, None, *_numbers(summary), None, None, None, k)
+            position += 1
 
 
 def graph_op_row(file_id: int, op: GraphOp) -> tuple:
@@ -174,21 +181,31 @@ def graph_op_row(file_id: int, op: GraphOp) -> tuple:
     return (file_id, order, name, op_type, *map(json.dumps, (inputs, control, outputs, originals)), stack)
 
 
+def row_summary(row: tuple) -> Optional[Summary]:
+    """The numbers of a tensors row (a tensor's, or one element's)."""
+    has_summary, numel, low, high, mean, l2, nan_count, inf_count, crc32, flags = row[10:20]
+    if not has_summary:
+        return None
+    return Summary(
+        numel=numel,
+        min=_float_field(low, flags, 0),
+        max=_float_field(high, flags, 1),
+        mean=_float_field(mean, flags, 2),
+        l2norm=_float_field(l2, flags, 3),
+        nan_count=nan_count,
+        inf_count=inf_count,
+        crc32=crc32,
+    )
+
+
+def row_element(row: tuple) -> Optional[int]:
+    """Which element of the tensor before it a tensors row summarizes; None for a tensor's own row."""
+    return row[23]
+
+
 def tensor_summary(row: tuple) -> TensorSummary:
-    (_, _, io, index, sub_index, kind, dtype, shape, device_format, device_shape, has_summary, numel, low, high,
-     mean, l2, nan_count, inf_count, crc32, flags, notes, original_op, original_op_index) = row  # fmt: skip
-    summary = None
-    if has_summary:
-        summary = Summary(
-            numel=numel,
-            min=_float_field(low, flags, 0),
-            max=_float_field(high, flags, 1),
-            mean=_float_field(mean, flags, 2),
-            l2norm=_float_field(l2, flags, 3),
-            nan_count=nan_count,
-            inf_count=inf_count,
-            crc32=crc32,
-        )
+    io, index, sub_index, kind, dtype, shape, device_format, device_shape = row[2:10]
+    notes, original_op, original_op_index = row[20:23]
     return TensorSummary(
         io=_IOS[io],
         index=index,
@@ -196,7 +213,7 @@ def tensor_summary(row: tuple) -> TensorSummary:
         kind=_TENSOR_KINDS[kind],
         dtype=dtype,
         shape=_shape_of(shape),
-        summary=summary,
+        summary=row_summary(row),
         device_format=device_format,
         device_shape=_shape_of(device_shape),
         notes=tuple(json.loads(notes)) if notes else (),

@@ -8,20 +8,31 @@ import os
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Union
 
 from ..errors import DumpError
 from ..graph import Graph, parse_graph_file_name
 from ..layout import INDEX_DIR, DumpDir, DumpFile, GraphFile
-from ..records import FileSummary, Side, TensorSummary
-from .codec import KINDS, SIDES, STATES, graph_op, int_or_none, rebuild_dump_file, tensor_summary
+from ..records import FileSummary, Side, Summary, TensorSummary
+from .codec import (
+    KINDS,
+    SIDES,
+    STATES,
+    graph_op,
+    int_or_none,
+    rebuild_dump_file,
+    row_element,
+    row_summary,
+    tensor_summary,
+)
 from .schema import (
     FILES_SELECT,
     INDEX_FILE,
     OLDEST_READABLE_VERSION,
     SCHEMA_VERSION,
+    SLICES_AND_ELEMENTS_VERSION,
     FileKey,
     FileState,
     IndexUnusable,
@@ -234,18 +245,32 @@ class IndexReader:
     def summaries_of(self, files: Sequence[IndexedFile]) -> tuple[FileSummary, ...]:
         """Stored summaries of many files at once (batched queries), in the order given."""
         by_id: dict[int, list[TensorSummary]] = {f.id: [] for f in files}
+        elements: dict[tuple[int, int], list[Summary]] = {}  # (file id, position in by_id's list) -> elements
         query = (
             f"SELECT {', '.join(tensor_columns(self.schema_version))} FROM tensors WHERE file_id IN ({{placeholders}}) "
             "ORDER BY file_id, position"
         )
         for row in rows_in(self.conn, query, list(by_id)):
-            by_id[row[0]].append(tensor_summary(row))
+            tensors = by_id[row[0]]
+            if row_element(row) is None:
+                tensors.append(tensor_summary(row))
+            elif tensors:  # an element of the tensor just read
+                summary = row_summary(row)
+                if summary is not None:
+                    elements.setdefault((row[0], len(tensors) - 1), []).append(summary)
+        for (file_id, position), items in elements.items():
+            by_id[file_id][position] = replace(by_id[file_id][position], elements=tuple(items))
+        slicing: dict[int, str] = {}
+        if self.schema_version >= SLICES_AND_ELEMENTS_VERSION:
+            query = "SELECT id, ffts_attr FROM files WHERE ffts_attr IS NOT NULL AND id IN ({placeholders})"
+            slicing = dict(rows_in(self.conn, query, list(by_id)))
         return tuple(
             FileSummary(
                 path=f.path,
                 op_name=f.header_op_name or f.file.op_name,
                 dump_time=f.dump_time if f.dump_time is not None else f.file.timestamp,
                 tensors=tuple(by_id[f.id]),
+                slicing=slicing.get(f.id),
             )
             for f in files
         )
@@ -315,7 +340,9 @@ class IndexReader:
             if state == FileState.SUMMARIZED.value:
                 bytes_read = int(size or 0)
         graphs = self.conn.execute("SELECT count(*) FROM graphs").fetchone()[0]
-        tensors = self.conn.execute("SELECT count(*) FROM tensors").fetchone()[0]
+        with_elements = self.schema_version >= SLICES_AND_ELEMENTS_VERSION
+        own_rows = " WHERE element IS NULL" if with_elements else ""  # not the elements' rows
+        tensors = self.conn.execute(f"SELECT count(*) FROM tensors{own_rows}").fetchone()[0]
         freed = self.conn.execute("SELECT sum(size) FROM files WHERE raw_deleted = 1").fetchone()[0] or 0
         files_minute, bytes_minute = self.committed_since(time.time_ns() - 60_000_000_000)
         last_commit = self.conn.execute("SELECT max(committed_ns) FROM commits WHERE files > 0").fetchone()[0]

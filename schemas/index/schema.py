@@ -13,10 +13,13 @@ from urllib.parse import quote
 
 from ..layout import INDEX_DIR
 
-# 2: tensors.original_op / original_op_index (a GE output's `original_op`); 3: files.dev (st_dev of the file read).
-# An index of an earlier version is read as it is (the missing columns NULL: not recorded) and upgraded in place by
-# the first writer that opens it (UPGRADES).
-SCHEMA_VERSION = 3
+# 2: tensors.original_op / original_op_index (a GE output's `original_op`); 3: files.dev (st_dev of the file read);
+# 4: files.ffts_attr (an FFTS+ slice file's slicing attribute, to merge slices' summaries as raw slices merge) and
+# tensors.element (rows summarizing one element of an FX output that may stack a list). An index of an earlier
+# version is read as it is (the missing columns NULL: not recorded; its FFTS+ ops then compared by their first
+# slice, its stacked elements listed by design) and upgraded in place by the first writer that opens it (UPGRADES).
+SCHEMA_VERSION = 4
+SLICES_AND_ELEMENTS_VERSION = 4  # the version that added files.ffts_attr and tensors.element
 INDEX_FILE = "index.sqlite"
 BUSY_TIMEOUT_S = 10.0  # readers
 WRITER_BUSY_TIMEOUT_S = 5.0  # the daemon retries a locked index itself, and says so in its log
@@ -102,6 +105,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
             "commit_seq": int,
             "indexed_ns": int,
             "dev": int,
+            "ffts_attr": str,
         },
         pk="id",
         not_null=["path", "state", "attempts", "summaries", "raw_deleted", "indexed_ns"],
@@ -134,6 +138,7 @@ def create_schema(conn: sqlite3.Connection) -> None:
             "notes": str,
             "original_op": str,
             "original_op_index": int,
+            "element": int,
         },
         pk=("file_id", "position"),
         foreign_keys=[("file_id", "files", "id")],
@@ -197,6 +202,10 @@ UPGRADES = {
         "ALTER TABLE tensors ADD COLUMN original_op_index INTEGER",
     ),
     3: ("ALTER TABLE files ADD COLUMN dev INTEGER",),
+    SLICES_AND_ELEMENTS_VERSION: (
+        "ALTER TABLE files ADD COLUMN ffts_attr TEXT",
+        "ALTER TABLE tensors ADD COLUMN element INTEGER",
+    ),
 }
 OLDEST_READABLE_VERSION = 1
 
@@ -219,6 +228,8 @@ def tensor_columns(version: int) -> tuple[str, ...]:
     """The columns to select from the tensors table of an index of `version`, in TENSOR_COLUMNS order: NULL for
     those it does not have."""
     missing = {"original_op", "original_op_index"} if version < 2 else set()
+    if version < SLICES_AND_ELEMENTS_VERSION:
+        missing.add("element")
     return tuple("NULL" if c in missing else c for c in TENSOR_COLUMNS)
 
 
@@ -265,11 +276,12 @@ FILE_COLUMNS = (
     "op_type", "op_name", "header_op_name", "io", "io_index", "io_sub_index", "timestamp", "dump_time",
     "mapped_name", "state", "error", "attempts", "summaries", "raw_deleted", "bytes", "commit_seq", "indexed_ns",
     "dev",
+    "ffts_attr",
 )  # fmt: skip
 TENSOR_COLUMNS = (
     "file_id", "position", "io", "io_index", "io_sub_index", "kind", "dtype", "shape", "device_format",
     "device_shape", "has_summary", "numel", "min", "max", "mean", "l2norm", "nan_count", "inf_count", "crc32",
-    "float_flags", "notes", "original_op", "original_op_index",
+    "float_flags", "notes", "original_op", "original_op_index", "element",
 )  # fmt: skip
 FILES_SELECT = (
     "SELECT id, path, inode, size, mtime_ns, side, kind, rank, token, model, run, device, model_id, op_type, "

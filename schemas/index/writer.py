@@ -209,6 +209,7 @@ class IndexWriter:
                         record.file.path, record.key, record.file, state=FileState.SUMMARIZED, error=None,
                         summarized=True, header_op_name=record.summary.op_name, dump_time=record.summary.dump_time,
                         mapped_name=record.mapped_name, raw_deleted=record.raw_deleted, seq=seq, now_ns=now_ns,
+                        ffts_attr=record.summary.slicing,
                     )
                 )  # fmt: skip
                 summaries.append(record)

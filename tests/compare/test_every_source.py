@@ -5,8 +5,11 @@ against an FX golden and a fusion-off golden.
 
 The dump holds what made the routes disagree (issue 22, "what was seen" 1): fused RMS norms with Const inputs
 (a float eps from a float scalar argument, a float32 Pow exponent from `aten.pow.Tensor_Scalar(x, 2)`'s int),
-empty tensors (an empty KV cache read by a cat and a Mul), and a re-executed op (a task run twice in one token).
-How the re-executed op is paired is not asserted here, only that every route pairs it alike.
+empty tensors (an empty KV cache read by a cat and a Mul), a re-executed op (a task run twice in one token), and
+two FFTS+ ops (each execution two slice files, merged from their summaries when only the index holds them).
+How the re-executed op is paired is not asserted here, only that every route pairs it alike. A stacked list
+output (an FX `OUTPUT.1` file holding the list whose elements GE outputs name `OUTPUT.1.0`, `OUTPUT.1.1`) needs a
+hand-built pair: the synthetic model has none.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fx_dumps import DumpPair, data, op, out, values
 
 from tcmp.compare.fx_side import FileShape, FxSide
 from tcmp.compare.metrics import EMPTY_BOTH
@@ -31,7 +35,9 @@ from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 RERUN = "layers.1/MatMul_1"
-CONFIG = ScenarioConfig(model=ModelConfig(layers=2, pow_norm=True, empty_cache=True), tokens=2, reruns=(RERUN,))
+FFTS_OPS = ("Gelu_0", "MatMul_0")
+CONFIG = ScenarioConfig(model=ModelConfig(layers=2, pow_norm=True, empty_cache=True), tokens=2, reruns=(RERUN,),
+                        ffts_ops=FFTS_OPS)  # fmt: skip
 GOLDENS = ("golden_fx", "golden_ge")
 
 
@@ -191,6 +197,38 @@ def test_both_executions_of_the_rerun_op_are_accounted_for_alike(outcomes, golde
     assert all(s == seen[0] for s in seen)
 
 
+@pytest.mark.parametrize("golden", GOLDENS)
+@pytest.mark.parametrize("route", [r.name for r in ROUTES])
+def test_ffts_ops_are_compared_whole_from_every_source(outcomes, golden, route):
+    """Every tensor of the two FFTS+ ops (two slices along axis 0, no fault) is a row labelled with its slices and
+    PASSes: from the index the slices' summaries are merged, where slice 0's alone made false FAILs."""
+    rows = {k: v for k, v in outcomes[(golden, route)].rows.items() if k[1].split(".")[0] in FFTS_OPS}
+    for token in range(CONFIG.tokens):
+        for name in FFTS_OPS:
+            assert any(k[0] == token and k[1] == f"{name}.output.0" for k in rows), (name, token)
+    assert rows and all("(+1 FFTS+ slices)" in k[2] for k in rows)
+    failing = {k[:2]: v for k, v in rows.items() if v[1] is not Result.PASS}
+    assert not failing, failing
+
+
+def _ffts_md5(root: Path, golden: str) -> dict:
+    golden_root = root / golden / ("msprobe_fx_dump" if golden == "golden_fx" else "msprobe_ge_dump")
+    result, _ = run_compare(CompareOptions(root / "target" / "msprobe_ge_dump", golden_root, mode=DataMode.MD5),
+                            keep_rows=True)  # fmt: skip
+    (rank,) = result.ranks
+    return {(r.pair.token, r.pair.api_name): (r.result, r.npu.crc32, r.bench.crc32) for r in rank.rows
+            if r.pair.op_name in FFTS_OPS}  # fmt: skip
+
+
+def test_ffts_crc_from_the_index_is_the_crc_of_the_whole_tensor(trees):
+    """Slices cut along axis 0 follow each other in C order: their CRCs combine into the whole tensor's, so md5
+    mode gives from the index (raw deleted) what it gives from the raw slice files."""
+    raw = _ffts_md5(trees["raw"], "golden_ge")
+    dropped = _ffts_md5(trees["dropped"], "golden_ge")
+    assert raw and all(v[0] is Result.PASS and v[1] is not None for v in raw.values())
+    assert dropped == raw
+
+
 FX_STEP = "msprobe_fx_dump/worldsize1_global_rank0/gm_20261129083000000000_dump/0"
 
 
@@ -217,3 +255,58 @@ def test_an_fx_file_looks_the_same_raw_and_from_its_index_record(tmp_path, value
     record = summarize_file(file).tensors[0]
     assert FxSide({}, {}).shape(file) == expected
     assert FxSide({}, {path: record}).shape(file) == expected
+
+
+# --- a stacked list output: hand-built, the synthetic model has none --------------------------------------------
+
+LIST_OP = "f-my.op.default"
+
+
+def _stacked_pair(root: Path) -> None:
+    """`y, [a, b] = my.op(x)`: GE's SplitV names its outputs OUTPUT.0, OUTPUT.1.0 and OUTPUT.1.1; the FX dumper
+    stacks the list into one OUTPUT.1 file of shape (2, 2, 3). The target's b is off by half: element 1 fails,
+    element 0 passes, and a route that judged an element by the whole file's summary would say otherwise."""
+    d = DumpPair(root)
+    x = values(4, 3, start=1.0)
+    a, b = x[:2] * 2, x[2:] * 3
+    d.graph(
+        data("x", (4, 3)),
+        op("SplitV", "SplitV", ("x:0",), (
+            out(f"{LIST_OP}.OUTPUT.0", (4, 3)), out(f"{LIST_OP}.OUTPUT.1.0", (2, 3)),
+            out(f"{LIST_OP}.OUTPUT.1.1", (2, 3)),
+        )),
+    )  # fmt: skip
+    d.ge("SplitV", "SplitV", [x], [x, a, b * 1.5])
+    d.fx(LIST_OP, [x], [x, np.stack([a, b])])
+    d.write_graph()
+
+
+def _list_outcome(root: Path, mode: DataMode) -> tuple:
+    result, _ = run_compare(CompareOptions(root / "msprobe_ge_dump", root / "msprobe_fx_dump", mode=mode),
+                            keep_rows=True)  # fmt: skip
+    (rank,) = result.ranks
+    notes = {r: tuple(n.replace(str(root), "<root>") for n in r.pair.notes) for r in rank.rows}
+    rows = {(r.pair.api_name, r.pair.npu.label, r.pair.bench.label): (notes[r], r.result) for r in rank.rows}
+    unmatched = frozenset((u.role.value, u.op_name, u.io, u.index, u.kind.value) for u in rank.unmatched)
+    return result.mode.value, rows, unmatched
+
+
+def test_a_stacked_list_output_pairs_and_judges_alike_from_every_source(tmp_path):
+    _stacked_pair(tmp_path / "raw")
+    trees = {"raw": tmp_path / "raw"}
+    for name, drop in (("dropped", True), ("kept", False)):
+        shutil.copytree(tmp_path / "raw", tmp_path / name, symlinks=True)
+        _watch(tmp_path / name, drop_raw=drop)
+        trees[name] = tmp_path / name
+    assert not any((tmp_path / "dropped").rglob("*.npy"))
+    outcomes = {route.name: _list_outcome(trees[route.tree], route.mode) for route in ROUTES if route.tree in trees}
+    mode, reference, unmatched = outcomes["raw tensor"]
+    assert mode == "tensor" and outcomes["index, raw deleted"][0] == "statistics"
+    stacked = next(k[2] for k in reference if k[0] == "SplitV.output.0").replace("OUTPUT.0", "OUTPUT.1")
+    results = {k[0]: v[1] for k, v in reference.items()}
+    assert results["SplitV.output.1"] is Result.PASS and results["SplitV.output.2"] is Result.FAIL
+    assert {k[2] for k in reference if k[0] in ("SplitV.output.1", "SplitV.output.2")} == {
+        f"{stacked}[0]", f"{stacked}[1]"}  # fmt: skip
+    for route, (_, rows, other_unmatched) in outcomes.items():
+        assert rows == reference, route
+        assert other_unmatched == unmatched, route

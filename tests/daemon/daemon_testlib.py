@@ -86,7 +86,7 @@ def tensor_rows(db: Path, path: Path) -> list[tuple]:
     try:
         return conn.execute(
             "SELECT t.io, t.io_index, t.crc32, t.min, t.max, t.numel FROM tensors t JOIN files f ON f.id = t.file_id "
-            "WHERE f.path = ? ORDER BY t.position",
+            "WHERE f.path = ? AND t.element IS NULL ORDER BY t.position",  # a tensor's own rows, not its elements'
             (str(path),),
         ).fetchall()
     finally:

@@ -22,6 +22,7 @@ from tcmp.schemas.graph import Graph, GraphOp, InputEdge, OutputDesc, read_graph
 from tcmp.schemas.index import (
     INDEX_FILE,
     SCHEMA_VERSION,
+    SLICES_AND_ELEMENTS_VERSION,
     FileKey,
     FileState,
     ForgetRow,
@@ -306,9 +307,23 @@ def test_find_index_walks_up_and_open_index_refuses_what_it_cannot_read(root, tm
         IndexWriter(default_index_path(root))
 
 
+def _as_version_3(path: Path) -> None:
+    """Make a current index what version 3 (tcmp before the FFTS+ slicing attribute and stacked elements) wrote:
+    the same tables without files.ffts_attr and tensors.element, user_version 3."""
+    conn = sqlite3.connect(path)
+    assert [row[1] for row in conn.execute("PRAGMA table_info(files)")][-1] == "ffts_attr"
+    assert [row[1] for row in conn.execute("PRAGMA table_info(tensors)")][-1] == "element"
+    conn.execute("ALTER TABLE files DROP COLUMN ffts_attr")
+    conn.execute("ALTER TABLE tensors DROP COLUMN element")
+    conn.execute(f"PRAGMA user_version = {SLICES_AND_ELEMENTS_VERSION - 1}")
+    conn.commit()
+    conn.close()
+
+
 def _as_version_1(path: Path) -> None:
     """Make a current index what version 1 (tcmp before the original_op columns and files.dev) wrote: the same
     tables without those columns, user_version 1."""
+    _as_version_3(path)
     conn = sqlite3.connect(path)
     columns = [row[1] for row in conn.execute("PRAGMA table_info(tensors)")]
     assert columns[-2:] == ["original_op", "original_op_index"]
@@ -319,6 +334,39 @@ def _as_version_1(path: Path) -> None:
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
     conn.close()
+
+
+def test_an_index_of_schema_3_is_read_and_upgraded_in_place(root):
+    """An index written before the slicing attribute and the stacked elements opens: its summaries read back
+    without them (not recorded); the first writer adds the columns, keeps every row, and records both from then on:
+    an FFTS+ slice file's attribute text, and an FX output's element summaries, in order, apart from its tensors."""
+    old = _touch(root / GE_DIR / "Add.Add_0.12.2.1764400000000037")
+    new = _touch(root / GE_DIR / "Add.Add_1.13.2.1764400000000074")
+    output = _tensor(IO.OUTPUT, 0, Summary(6, -1.0, 2.0, 0.5, 3.0, 0, 0, 9), original_op=("Add_0", 0))
+    elements = (Summary(3, -1.0, 0.5, -0.25, 1.5, 0, 0, 7), Summary(3, math.nan, 2.0, 1.25, 2.5, 1, 0, 8))
+    path = default_index_path(root)
+    with IndexWriter(path) as writer:
+        writer.add_root(root)
+        writer.write([SummaryRow(_dump_file(old), _key(old),
+                                 FileSummary(old, "Add_0", None, (output,), slicing='{"threadMode": 1}'))])  # fmt: skip
+    _as_version_3(path)
+    with open_index(root) as reader:
+        assert reader.schema_version == SLICES_AND_ELEMENTS_VERSION - 1
+        (back,) = reader.summaries_of(reader.files_under(root))
+    assert back.tensors == (output,) and back.slicing is None
+    with IndexWriter(path) as writer:
+        summary = FileSummary(new, "Add_1", None, (replace(output, elements=elements), output), slicing="{}")
+        writer.write([SummaryRow(_dump_file(new), _key(new), summary)])
+    with open_index(root) as reader:
+        assert reader.schema_version == SCHEMA_VERSION
+        files = reader.files_under(root)
+        back = {f.path: s for f, s in zip(files, reader.summaries_of(files))}
+        assert reader.status().tensors == 3  # the element rows are not tensors of their own
+    assert back[old].tensors == (output,) and back[old].slicing is None
+    assert back[new].slicing == "{}" and len(back[new].tensors) == 2
+    first, second = back[new].tensors
+    assert first.elements[0] == elements[0] and math.isnan(first.elements[1].min)
+    assert first.elements[1].crc32 == 8 and second.elements == ()
 
 
 def test_an_index_of_schema_1_is_read_and_upgraded_in_place(root):
@@ -340,7 +388,7 @@ def test_an_index_of_schema_1_is_read_and_upgraded_in_place(root):
         summary = FileSummary(new, "Add_1", None, (replace(output, original_op=("Add_1", 0)),))
         writer.write([SummaryRow(_dump_file(new), _key(new), summary)])
     with open_index(root) as reader:
-        assert reader.schema_version == SCHEMA_VERSION == 3
+        assert reader.schema_version == SCHEMA_VERSION == 4
         files = reader.files_under(root)
         back = {f.path: s.tensors[0].original_op for f, s in zip(files, reader.summaries_of(files))}
     assert back == {old: None, new: ("Add_1", 0)}
@@ -515,7 +563,7 @@ def test_an_index_of_schema_1_is_read_as_it_is_and_upgraded_by_its_next_writer(r
     with IndexWriter(index) as writer:  # the next writer upgrades it in place, keeping its rows
         writer.write([SummaryRow(_dump_file(fx), _key(fx), summary)])
     conn = sqlite3.connect(index)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     assert conn.execute("SELECT count(*), max(dev) FROM files").fetchone() == (1, st.st_dev)
     conn.close()
     with open_index(root) as reader:
@@ -530,6 +578,7 @@ def test_an_index_of_schema_2_is_read_as_it_is_and_upgraded_by_its_next_writer(r
     with IndexWriter(index) as writer:
         writer.add_root(root)
         writer.write([SummaryRow(_dump_file(ge), _key(ge), FileSummary(ge, "Add_0", None, (output,)))])
+    _as_version_3(index)
     conn = sqlite3.connect(index)
     conn.execute("ALTER TABLE files DROP COLUMN dev")
     conn.execute("PRAGMA user_version = 2")
@@ -544,6 +593,6 @@ def test_an_index_of_schema_2_is_read_as_it_is_and_upgraded_by_its_next_writer(r
     with IndexWriter(index) as writer:
         writer.write([SummaryRow(_dump_file(ge), _key(ge), FileSummary(ge, "Add_0", None, (output,)))])
     with open_index(root) as reader:
-        assert reader.schema_version == SCHEMA_VERSION == 3
+        assert reader.schema_version == SCHEMA_VERSION == 4
         [file] = reader.files_under(root)
         assert file.key == FileKey.of(st) and reader.summaries_of([file])[0].tensors == (output,)
