@@ -229,14 +229,16 @@ def _golden_kind(target: DumpOutline, golden: DumpOutline, notes: Sequence[str])
     the command line, as one that does not exist: usage errors, saying what the path holds instead."""
     target_ge = [d for d in target.dirs if d.side is Side.GE]
     golden_ge = _any_name_parses([d for d in golden.dirs if d.side is Side.GE])
-    # what may explain a tree without dump files: `tcmp watch` deleted them and its index cannot be read
+    # what may explain a tree without dump files: `tcmp watch` deleted them and its index cannot be read. The notes
+    # so far are the indexes' only: with one, the path may be right and the index the only record (a runtime error)
     why = "".join(f"; {note}" for note in notes)
+    usage = not notes
     if not _any_name_parses(target_ge):
         holds_fx = _any_name_parses([d for d in target.dirs if d.side is Side.FX])
         instead = guidance.not_a_ge_target(holds_fx, golden_ge)
         raise CompareError(
             f"no GE dump files under the target path {target.root}{_unreadable_root(target)}{_unparsed(target_ge)}"
-            + (f": {instead}" if instead else "") + why, usage=True,
+            + (f": {instead}" if instead else "") + why, usage=usage,
         )  # fmt: skip
     if golden_ge:
         return GoldenKind.GE
@@ -244,7 +246,7 @@ def _golden_kind(target: DumpOutline, golden: DumpOutline, notes: Sequence[str])
         return GoldenKind.FX
     raise CompareError(
         f"no FX .npy files and no GE dump files under the golden path {golden.root}{_unreadable_root(golden)}"
-        f"{_unparsed(golden.dirs)}{why}", usage=True,
+        f"{_unparsed(golden.dirs)}{why}", usage=usage,
     )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ MAX_TENSORS_PER_FILE = 16_384
 MAX_NPY_HEADER_BYTES = 64 << 10
 MAX_NPY_NDIM = 64  # numpy 2's own limit on an array's dims (NPY_MAXDIMS)
 
-# graph text files (`dynamo_original_graph_*.txt`): read whole and parsed in memory, at ~20x their size
+# graph text files (`dynamo_original_graph_*.txt`): read whole and parsed in memory, at ~30x their size (peak RSS)
 MAX_GRAPH_TEXT_BYTES = 48 << 20
 
 

@@ -27,9 +27,13 @@ from .schema import (
     SCHEMA_VERSION,
     FileKey,
     FileState,
+    IndexDamaged,
+    IndexLocked,
+    IndexReadOnly,
     IndexUnusable,
     default_index_path,
     find_index,
+    unusable_because,
 )
 from .writer import (
     CommitResult,
@@ -53,6 +57,9 @@ __all__ = [
     "FileState",
     "ForgetRow",
     "GraphRow",
+    "IndexDamaged",
+    "IndexLocked",
+    "IndexReadOnly",
     "IndexReader",
     "IndexRecord",
     "IndexStatus",
@@ -68,4 +75,5 @@ __all__ = [
     "default_index_path",
     "find_index",
     "open_index",
+    "unusable_because",
 ]

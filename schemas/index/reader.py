@@ -30,6 +30,7 @@ from .schema import (
     prefix_range,
     rows_in,
     schema_version_of,
+    unusable_because,
 )
 from .writer import DaemonState
 
@@ -382,9 +383,13 @@ def open_index(path: Union[str, Path]) -> IndexReader:
     except sqlite3.OperationalError:
         if conn is not None:
             conn.close()
+    except sqlite3.DatabaseError as exc:  # no database, or a garbled one: no other way of opening it helps
+        if conn is not None:
+            conn.close()
+        raise unusable_because(target, exc) from exc
     try:
         conn = connect(target, readonly=True, immutable=True)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
-        raise IndexUnusable(f"{target}: {exc}") from exc
+        raise unusable_because(target, exc) from exc
     return IndexReader(target, conn, immutable=True)
