@@ -246,7 +246,8 @@ def _golden_kind(target: DumpOutline, golden: DumpOutline, notes: Sequence[str])
     the command line, as one that does not exist: usage errors, saying what the path holds instead."""
     target_ge = [d for d in target.dirs if d.side is Side.GE]
     golden_ge = _any_name_parses([d for d in golden.dirs if d.side is Side.GE])
-    # what may explain a tree without dump files: `tcmp watch` deleted them and its index cannot be read
+    # what may explain a tree without dump files: `tcmp watch` deleted them and its index cannot be read. The notes
+    # so far are the indexes' only: with one, the path may be right and the index the only record (a runtime error)
     why = "".join(f"; {note}" for note in notes)
     # a tree whose only record is an index that cannot be read is not a mistake in the command line: runtime (3)
     usage = not notes

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from tcmp.schemas.index import IndexReader, IndexUnusable, KnownFile, open_index
+from tcmp.schemas.index.schema import unwritable_reason
 from tcmp.schemas.under_root import LeftTheRoot
 
 from .scan import DirectoryListing, Listed, TreeScanner
@@ -111,7 +112,7 @@ class WatchedRoots:
         found: dict[str, KnownFile] = {}
         for index, group in by_index.items():
             reader = self._readers.get(index)
-            if reader is None:
+            if reader is None or unwritable_reason(index) is not None:  # a read marks the mapped -shm: SIGBUS
                 continue
             try:
                 found.update((k.path, k) for k in reader.lookup(group))

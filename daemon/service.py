@@ -161,6 +161,7 @@ class Daemon:
             on_index=lambda index, up: self.dispatcher.on_index(index, up),
             on_committed=lambda paths: self.dispatcher.on_committed(paths),
             once=config.once,
+            read_only_limit_s=config.stall_limit,  # as long as records may wait before the daemon is unhealthy
         )
         self.pool = WorkerPool(config.workers)
         settings = DispatchSettings(config.incomplete_timeout, config.settle, config.once)
@@ -295,6 +296,11 @@ class Daemon:
                 self._error = f"the {broken} thread ended unexpectedly"
                 log.error("%s; stopping", self._error)
                 return
+            gave_up = self.writer.gave_up()
+            if gave_up is not None:  # the one line: `tcmp watch` prints it as its error
+                self._error = gave_up
+                log.debug("stopping: %s", gave_up)
+                return
             if now >= next_root_check:
                 next_root_check = now + ROOT_CHECK_EVERY_S
                 self._check_roots()
@@ -393,7 +399,7 @@ class Daemon:
             deleted_bytes=self.deleter.deleted_bytes,
             committed_bytes=self.writer.committed_bytes,
             uncommitted=self.writer.waiting(),
-            error=self._error,
+            error=self._error if self._error is not None else self.writer.gave_up(),
             unwritable=self.writer.open_errors() if self.config.once else (),
         )
 

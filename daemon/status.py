@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from tcmp.schemas.index import DaemonState, IndexStatus, IndexUnusable, find_index, open_index
+from tcmp.schemas.index import DaemonState, IndexStatus, IndexUnusable, find_index, open_index, unusable_because
 
 from .lock import LockHolder, LockState, probe
 from .retention import format_size
@@ -62,6 +63,15 @@ def read_status(index: Path) -> IndexStatus:
 
 
 def watch_status(index: Path, now_ns: Optional[int] = None) -> WatchStatus:
+    """The index's counters and the daemon's state. IndexUnusable (IndexDamaged for a garbled page met by a
+    query) when there is no usable index."""
+    try:
+        return _watch_status(index, now_ns)
+    except sqlite3.DatabaseError as exc:
+        raise unusable_because(index, exc) from exc
+
+
+def _watch_status(index: Path, now_ns: Optional[int]) -> WatchStatus:
     now_ns = time.time_ns() if now_ns is None else now_ns
     with open_index(index) as reader:
         status = reader.status()

@@ -29,11 +29,15 @@ from tcmp.schemas.index import (
     CommitResult,
     DaemonState,
     GraphRow,
+    IndexDamaged,
+    IndexLocked,
+    IndexReadOnly,
     IndexRecord,
     IndexUnusable,
     IndexWriter,
     RawFlagRow,
     SummaryRow,
+    unusable_because,
 )
 
 from .index_trust import IndexRefused, WatchRefused, prepare_index
@@ -50,6 +54,7 @@ RETRY_MAX_S = 30.0
 REOPEN_S = 30.0
 CHECKPOINT_IDLE_S = 30.0
 COMPLAIN_EVERY_S = 60.0
+READ_ONLY_MAX_RECORDS = 10_000  # records kept in memory for an index that cannot be written, before giving up
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,8 @@ class _IndexSlot:
         self.last_write = time.monotonic()
         self.checkpointed = True
         self.budgets: dict[str, RawBudget] = {}
+        self.read_only_since = 0.0  # when it was found read-only (0: it is not)
+        self.read_only_reason = ""
 
 
 class IndexWriterThread(OwnThread):
@@ -132,6 +139,7 @@ class IndexWriterThread(OwnThread):
         on_committed: Callable[[tuple[str, ...]], None],
         linger: float = LINGER_S,
         once: bool = False,
+        read_only_limit_s: float = 300.0,
     ) -> None:
         self._thread = threading.Thread(target=self._run, name="tcmp-writer", daemon=True)
         self._inbox: queue.SimpleQueue[_Message] = queue.SimpleQueue()
@@ -141,6 +149,8 @@ class IndexWriterThread(OwnThread):
         self._on_committed = on_committed
         self._linger = linger
         self._once = once  # one pass: an index that cannot be opened is not retried
+        self._read_only_limit_s = read_only_limit_s  # how long records wait for a read-only index
+        self._gave_up: Optional[str] = None  # why the daemon must stop: an index refused (damaged) or read-only
         paths = sorted({r.index for r in roots})
         self._slots = {p: _IndexSlot(p, tuple(r.root for r in roots if r.index == p)) for p in paths}
         self._stopping = False
@@ -201,6 +211,12 @@ class IndexWriterThread(OwnThread):
                 IndexProblem(s.path, s.roots, s.open_error) for s in self._slots.values() if s.open_error is not None
             )
 
+    def gave_up(self) -> Optional[str]:
+        """Why an index will not be written by this daemon (damaged, or read-only for too long): the daemon stops.
+        None while every index is written, or waited for."""
+        with self._lock:
+            return self._gave_up
+
     def waiting(self) -> int:
         with self._lock:
             return sum(len(s.waiting) for s in self._slots.values())
@@ -238,6 +254,7 @@ class IndexWriterThread(OwnThread):
                         break
                 self._drain_nonblocking()
             self._commit_due()
+            self._give_up_read_only()
             if self._stopping:
                 self._finish()
                 return
@@ -285,6 +302,8 @@ class IndexWriterThread(OwnThread):
     # -- opening
 
     def _open(self, slot: _IndexSlot) -> None:
+        import sqlite3
+
         try:
             if slot.lock is None:
                 slot.lock = IndexLock.acquire(slot.path, roots=slot.roots)
@@ -293,9 +312,12 @@ class IndexWriterThread(OwnThread):
             slot.writer = IndexWriter(slot.path, durable=self._policy.drop_raw)
             if prepare_index(slot.path) != identity:
                 raise IndexRefused(f"{slot.path} was replaced while it was opened: refused")
-            for root in slot.roots:
-                slot.writer.add_root(Path(root))
-                slot.budgets[root] = RawBudget(self._policy, slot.writer.kept_raw_bytes(Path(root)))
+            try:
+                for root in slot.roots:
+                    slot.writer.add_root(Path(root))
+                    slot.budgets[root] = RawBudget(self._policy, slot.writer.kept_raw_bytes(Path(root)))
+            except sqlite3.Error as exc:  # locked by another process, read-only: the first write says so
+                raise unusable_because(slot.path, exc) from exc
         except (IndexUnusable, WatchRefused, OSError) as exc:
             if slot.writer is not None:
                 slot.writer.close()
@@ -303,12 +325,17 @@ class IndexWriterThread(OwnThread):
             self._open_failed(slot, exc)
             return
         slot.failures = 0
+        slot.read_only_since = 0.0
         with self._lock:
             slot.open_error = None
         log.info("index %s open for %s", slot.path, ", ".join(slot.roots))
         self._on_index(slot.path, True)
 
     def _open_failed(self, slot: _IndexSlot, exc: Exception) -> None:
+        if not self._once and isinstance(exc, (IndexLocked, IndexReadOnly, IndexDamaged)):
+            self._index_down(slot, exc)
+            self._on_index(slot.path, False)
+            return
         if isinstance(exc, IndexBusy):
             reason = f"it is being written by {exc.holder.describe()}"
         elif isinstance(exc, IndexRefused):
@@ -332,6 +359,52 @@ class IndexWriterThread(OwnThread):
                 slot.path, reason, ", ".join(slot.roots), REOPEN_S,
             )  # fmt: skip
         self._on_index(slot.path, False)
+
+    def _index_down(self, slot: _IndexSlot, exc: IndexUnusable) -> None:
+        """An index that is locked (waited for, with back-off), read-only (waited for up to a bound, then given up)
+        or damaged (given up at once). Nothing is deleted meanwhile: deletions follow commits."""
+        reason = str(exc).replace(f"{slot.path}: ", "", 1)
+        with self._lock:
+            slot.open_error = reason
+        now = time.monotonic()
+        if isinstance(exc, IndexDamaged):
+            with self._lock:
+                self._gave_up = self._gave_up or (
+                    f"index {slot.path} is {reason}: refused; {len(slot.waiting)} records not committed, no raw "
+                    "file deleted; move it aside to start a new one"
+                )
+            return
+        slot.failures += 1
+        delay = min(RETRY_FIRST_S * 2 ** (slot.failures - 1), RETRY_MAX_S)
+        slot.retry_at = now + delay
+        if isinstance(exc, IndexReadOnly) and not slot.read_only_since:
+            slot.read_only_since = now - (self._read_only_limit_s if self._once else 0.0)  # one pass: no waiting
+            slot.read_only_reason = reason
+        if slot.failures == 1 or now - slot.last_complaint >= 10 * COMPLAIN_EVERY_S:
+            slot.last_complaint = now
+            what = "is locked by another process" if isinstance(exc, IndexLocked) else "cannot be written"
+            bound = (
+                f"; given up after {self._read_only_limit_s:.0f} s or {READ_ONLY_MAX_RECORDS:,} records"
+                if isinstance(exc, IndexReadOnly) else ""
+            )  # fmt: skip
+            log.warning(
+                "index %s %s (%s); %d records wait in memory, files under %s wait, no raw file is deleted "
+                "meanwhile; retrying with back-off%s",
+                slot.path, what, reason, len(slot.waiting), ", ".join(slot.roots), bound,
+            )  # fmt: skip
+
+    def _give_up_read_only(self) -> None:
+        now = time.monotonic()
+        for slot in self._slots.values():
+            if not slot.read_only_since or self._gave_up is not None:
+                continue
+            waited = now - slot.read_only_since
+            if waited >= self._read_only_limit_s or len(slot.waiting) >= READ_ONLY_MAX_RECORDS:
+                with self._lock:
+                    self._gave_up = (
+                        f"index {slot.path} cannot be written ({slot.read_only_reason}) for {waited:.0f} s; "
+                        f"{len(slot.waiting)} records not committed, no raw file deleted"
+                    )
 
     def _close_inside(self, root: str) -> None:
         for slot in self._slots.values():
@@ -409,6 +482,17 @@ class IndexWriterThread(OwnThread):
 
         with self._lock:
             slot.waiting = batch + slot.waiting
+        if isinstance(exc, sqlite3.Error) and not isinstance(exc, (sqlite3.IntegrityError, sqlite3.OperationalError)):
+            exc = unusable_because(slot.path, exc)  # a garbled page
+        elif isinstance(exc, sqlite3.OperationalError) and ("readonly" in str(exc) or "read-only" in str(exc)):
+            exc = unusable_because(slot.path, exc)
+        if isinstance(exc, (IndexReadOnly, IndexDamaged)):  # reopened (and checked) before the next attempt
+            slot.writer.close()  # type: ignore[union-attr]
+            slot.writer = None
+            slot.failures = 0
+            self._index_down(slot, exc)
+            self._on_index(slot.path, False)
+            return
         if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
             slot.failures += 1
             delay = min(RETRY_FIRST_S * 2 ** (slot.failures - 1), RETRY_MAX_S)
@@ -465,7 +549,7 @@ class IndexWriterThread(OwnThread):
             if any(s.waiting for s in self._slots.values()):
                 time.sleep(0.2)
         lost = self.waiting()
-        if lost:
+        if lost and self._gave_up is None:  # else the reason the daemon stops says it
             log.error("%d records could not be committed before stopping; their files are examined again next start",
                       lost)  # fmt: skip
         self._idle_chores()

@@ -23,6 +23,7 @@ from numpy.lib import format as npy_format
 
 from tcmp.schemas import MMAP_THRESHOLD, SLOTS
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, NameParseError
+from tcmp.schemas.limits import MAX_NPY_HEADER_BYTES, MAX_NPY_NDIM, refusal
 from tcmp.schemas.pickle_scan import (
     PickleScan,
     SymbolicUnpickler,
@@ -40,6 +41,7 @@ __all__ = [
     "NpyHeader",
     "npy_completeness",
     "parse_fx_file_name",
+    "parse_npy_header",
     "read_fx_value",
     "read_npy_header",
 ]
@@ -130,6 +132,11 @@ def read_npy_header(path: PathLike) -> NpyHeader:
         return _read_header(fp, size, path)
 
 
+def parse_npy_header(fp, size: int, path: Path) -> NpyHeader:
+    """The header of .npy bytes `fp` holds (`size` of them), checked as `read_npy_header` checks a file's."""
+    return _read_header(fp, size, path)
+
+
 def _as_path(path: PathLike) -> Path:
     return path if isinstance(path, Path) else Path(path)  # Path(a_path) parses the whole path again
 
@@ -156,6 +163,8 @@ def _read_header(fp, size: int, path: Path) -> NpyHeader:
     if len(length_bytes) < length_size:
         raise DumpIncomplete(path, "file ends inside the .npy header length")
     (header_length,) = struct.unpack(length_format, length_bytes)
+    if header_length > MAX_NPY_HEADER_BYTES:  # before reading it: a header can list millions of dims
+        raise DumpCorrupt(path, refusal(".npy header", header_length, MAX_NPY_HEADER_BYTES))
     data_offset = _MAGIC_LENGTH + length_size + header_length
     if size < data_offset:
         raise DumpIncomplete(path, f"file ends inside the .npy header ({size} of {data_offset} bytes)")
@@ -170,6 +179,8 @@ def _read_header(fp, size: int, path: Path) -> NpyHeader:
             # like on garbage (TokenError, RecursionError, MemoryError, ...): all of it means a corrupt file
             reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)  # not TokenError's tuple
             raise DumpCorrupt(path, f"bad .npy header: {reason}") from exc
+    if len(shape) > MAX_NPY_NDIM:
+        raise DumpCorrupt(path, refusal(".npy shape", len(shape), MAX_NPY_NDIM, "dims"))
     if any(dim < 0 for dim in shape):
         raise DumpCorrupt(path, f"bad .npy header: negative dimension in shape {shape}")
     data_nbytes = None if dtype.hasobject else math.prod(shape) * dtype.itemsize

@@ -19,12 +19,14 @@ containing `": "` or `" {"` and treats control edges as data inputs (§5.3 items
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
 from tcmp.schemas.errors import GraphParseError
+from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES, refusal
 from tcmp.schemas.proto import GE_IR_DATA_TYPE
 
 from .graph_lines import line_view
@@ -214,7 +216,13 @@ def read_graph(path: Union[str, Path]) -> Graph:
     unreadable; anything else odd is in `Graph.warnings`."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_GRAPH_TEXT_BYTES:  # parsed in memory at many times its size: refused before reading
+                raise GraphParseError(path, refusal("graph text", size, MAX_GRAPH_TEXT_BYTES))
+            raw = handle.read(MAX_GRAPH_TEXT_BYTES + 1)
+        if len(raw) > MAX_GRAPH_TEXT_BYTES:  # grew since
+            raise GraphParseError(path, refusal("graph text", len(raw), MAX_GRAPH_TEXT_BYTES))
     except OSError as exc:
         raise GraphParseError(path, f"cannot read: {exc.strerror or exc}") from exc
     return parse_graph_bytes(raw, path)

@@ -26,8 +26,10 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import math
 import re
 import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +40,8 @@ import numpy as np
 from .dtypes import DataType
 from .errors import DumpCorrupt, DumpIncomplete
 from .formats import Format
-from .fx_dump import read_fx_value
+from .fx_dump import parse_npy_header, read_fx_value
+from .limits import MAX_NPZ_MEMBER_BYTES, MAX_NPZ_MEMBERS, MAX_NPZ_TOTAL_BYTES, MAX_TENSORS_PER_FILE, refusal
 from .records import IO, Summary
 
 BASE_COLUMNS = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape")
@@ -300,20 +303,57 @@ def _min_max_rows(array: np.ndarray, path: Path, key: str) -> tuple[Summary, ...
 
 
 def read_ge_min_max_npz(path: Path) -> tuple[tuple[SummaryTensor, ...], tuple[SummaryTensor, ...]]:
-    """The appendix script's `<GE dump>_min_max.npz`: per-tensor [min, max] for inputs and outputs."""
+    """The appendix script's `<GE dump>_min_max.npz`: per-tensor [min, max] for inputs and outputs.
+
+    Read with bounded work: the archive's member count and the sizes its directory declares are checked before
+    anything is inflated, a member is inflated at most to its cap (a declared size may lie), and its rows are
+    counted from its .npy header before they are turned into summaries."""
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as archive:  # read the keys while the file is open
-            inputs = _min_max_rows(archive["inputs"], path, "inputs") if "inputs" in archive.files else ()
-            outputs = _min_max_rows(archive["outputs"], path, "outputs") if "outputs" in archive.files else ()
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename: info for info in archive.infolist()}
+            _check_npz_directory(path, tuple(members.values()))
+            found: dict[str, tuple[Summary, ...]] = {}
+            for key in ("inputs", "outputs"):
+                info = members.get(f"{key}.npy")
+                if info is not None:
+                    with archive.open(info) as member:
+                        data = member.read(MAX_NPZ_MEMBER_BYTES + 1)
+                    found[key] = _min_max_rows(_npz_member_array(path, key, data), path, key)
     except (zipfile.BadZipFile, EOFError) as exc:
         raise DumpIncomplete(path, f"not a complete .npz archive yet ({exc})") from exc
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, NotImplementedError, zlib.error) as exc:
         raise DumpCorrupt(path, f"unreadable min/max archive: {exc}") from exc
     return (
-        tuple(SummaryTensor(IO.INPUT, i, s) for i, s in enumerate(inputs)),
-        tuple(SummaryTensor(IO.OUTPUT, i, s) for i, s in enumerate(outputs)),
+        tuple(SummaryTensor(IO.INPUT, i, s) for i, s in enumerate(found.get("inputs", ()))),
+        tuple(SummaryTensor(IO.OUTPUT, i, s) for i, s in enumerate(found.get("outputs", ()))),
     )
+
+
+def _check_npz_directory(path: Path, members: Sequence[zipfile.ZipInfo]) -> None:
+    if len(members) > MAX_NPZ_MEMBERS:
+        raise DumpCorrupt(path, refusal(".npz archive", len(members), MAX_NPZ_MEMBERS, "members"))
+    for info in members:
+        if info.file_size > MAX_NPZ_MEMBER_BYTES:
+            raise DumpCorrupt(path, refusal(f".npz member {info.filename!r}", info.file_size, MAX_NPZ_MEMBER_BYTES))
+    total = sum(info.file_size for info in members)
+    if total > MAX_NPZ_TOTAL_BYTES:
+        raise DumpCorrupt(path, refusal(".npz archive inflated", total, MAX_NPZ_TOTAL_BYTES))
+
+
+def _npz_member_array(path: Path, key: str, data: bytes) -> np.ndarray:
+    """One member's bytes (read up to one byte past its cap) as an array, its row count checked first."""
+    if len(data) > MAX_NPZ_MEMBER_BYTES:  # its directory entry said less
+        raise DumpCorrupt(path, refusal(f".npz member {key!r} inflated", len(data), MAX_NPZ_MEMBER_BYTES))
+    header = parse_npy_header(io.BytesIO(data), len(data), path)
+    if header.shape and header.shape[0] > MAX_TENSORS_PER_FILE:
+        raise DumpCorrupt(path, refusal(f"{key}: a table", header.shape[0], MAX_TENSORS_PER_FILE, "rows"))
+    if header.dtype.hasobject or header.data_nbytes is None:
+        raise DumpCorrupt(path, f"{key}: an object array, not numeric [min, max] rows")
+    if len(data) != header.data_offset + header.data_nbytes:
+        raise DumpCorrupt(path, f"{key}: member size does not match its .npy header")
+    flat = np.frombuffer(data, dtype=header.dtype, count=math.prod(header.shape), offset=header.data_offset)
+    return flat.reshape(header.shape, order="F" if header.fortran_order else "C")
 
 
 def read_fx_min_max_npy(path: Path) -> Summary:

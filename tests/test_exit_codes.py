@@ -127,6 +127,24 @@ def test_3_an_index_given_that_cannot_be_read(cli, scenario, tmp_path):
     assert result.exit_code == 3 and f"--db {damaged}: index unusable" in result.stderr  # not a note, then raw files
 
 
+def test_3_a_damaged_index_holding_the_only_record_of_deleted_files(copy, tmp_path):
+    """Issue 23, item 6: `tcmp watch --drop-raw` deleted the raw files, then its index was garbled: one line and 3
+    from a real `tcmp compare` (it said 2, "no GE dump files", as if the path were wrong)."""
+    target, golden = copy
+    root = tmp_path / "copy"  # both dumps, one index
+    tcmp = [sys.executable, "-m", "tcmp"]
+    watched = subprocess.run([*tcmp, "watch", root, "--once", "--drop-raw", "--workers", "1"], capture_output=True,
+                             text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert watched.returncode == 0, watched.stderr
+    index = root / ".tcmp" / "index.sqlite"
+    index.write_bytes(b"garbage garbage!" + index.read_bytes()[16:])
+    result = subprocess.run([*tcmp, "compare", "-tp", target, "-gp", golden, "-o", tmp_path / "out", "--jobs", "1"],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 3 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith("error: ") and f"index {index} unusable" in lines[0] and "not a database" in lines[0]
+
+
 def _closed_stdout(*args: object) -> subprocess.CompletedProcess:
     """`tcmp … | head -0`: the reader has closed the pipe before the command prints."""
     process = subprocess.Popen([sys.executable, "-m", "tcmp", *map(str, args)], stdout=subprocess.PIPE,

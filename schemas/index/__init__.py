@@ -28,9 +28,13 @@ from .schema import (
     SLICES_AND_ELEMENTS_VERSION,
     FileKey,
     FileState,
+    IndexDamaged,
+    IndexLocked,
+    IndexReadOnly,
     IndexUnusable,
     default_index_path,
     find_index,
+    unusable_because,
 )
 from .writer import (
     CommitResult,
@@ -55,6 +59,9 @@ __all__ = [
     "FileState",
     "ForgetRow",
     "GraphRow",
+    "IndexDamaged",
+    "IndexLocked",
+    "IndexReadOnly",
     "IndexReader",
     "IndexRecord",
     "IndexStatus",
@@ -70,4 +77,5 @@ __all__ = [
     "default_index_path",
     "find_index",
     "open_index",
+    "unusable_because",
 ]

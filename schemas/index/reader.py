@@ -42,6 +42,7 @@ from .schema import (
     rows_in,
     schema_version_of,
     tensor_columns,
+    unusable_because,
 )
 from .writer import DaemonState
 
@@ -417,9 +418,13 @@ def open_index(path: Union[str, Path]) -> IndexReader:
     except sqlite3.OperationalError:
         if conn is not None:
             conn.close()
+    except sqlite3.DatabaseError as exc:  # no database, or a garbled one: no other way of opening it helps
+        if conn is not None:
+            conn.close()
+        raise unusable_because(target, exc) from exc
     try:
         conn = connect(target, readonly=True, immutable=True)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
-        raise IndexUnusable(f"{target}: {exc}") from exc
+        raise unusable_because(target, exc) from exc
     return IndexReader(target, conn, immutable=True)

@@ -38,6 +38,50 @@ class IndexUnusable(Exception):
     """The index cannot be used: missing, written by a newer tcmp, or not writable."""
 
 
+class IndexLocked(IndexUnusable):
+    """Another process holds the index's write lock (an open transaction): wait for it."""
+
+
+class IndexReadOnly(IndexUnusable):
+    """The index (or its -wal/-shm files, or their file system) cannot be written now."""
+
+
+class IndexDamaged(IndexUnusable):
+    """The file is no SQLite database, or a page of it is garbled: no retry makes it readable."""
+
+
+def unusable_because(path: Path, exc: sqlite3.Error) -> IndexUnusable:
+    """The IndexUnusable that says what an SQLite error of `path` means for whoever uses the index."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return IndexLocked(f"{path}: {text}")
+    if "readonly" in text or "read-only" in text:
+        return IndexReadOnly(f"{path}: {text}")
+    if not isinstance(exc, sqlite3.OperationalError) or "malformed" in text or "not a database" in text:
+        return IndexDamaged(f"{path}: damaged ({text})")
+    return IndexUnusable(f"{path}: {text}")
+
+
+def unwritable_reason(path: Path) -> Optional[str]:
+    """Why the index at `path` cannot be written right now (None: it can, as far as can be told).
+
+    Asked before every write because SQLite keeps the WAL index (`-shm`) memory-mapped: writing to that mapping
+    once the file is immutable, or its file system read-only, is a SIGBUS that kills the process without a line
+    (and so would closing the connection, which writes there too). An SQLite error is only returned for the
+    database file itself. Asked by path only (statvfs, access): opening and closing any of these files here
+    would drop every POSIX lock SQLite holds on it in this process."""
+    try:
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return f"{path.parent} is on a read-only file system"
+    except OSError:
+        pass
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if os.access(name, os.W_OK) or not os.path.lexists(name):  # one not there yet: SQLite creates it, or says
+            continue
+        return f"{name} cannot be written (immutable, chattr +i, or its mode)"
+    return None
+
+
 class FileState(str, enum.Enum):
     SUMMARIZED = "summarized"
     INCOMPLETE = "incomplete"  # shorter than its header promises (still being written, or truncated)

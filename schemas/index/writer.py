@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import socket
@@ -23,14 +24,19 @@ from .schema import (
     WRITER_BUSY_TIMEOUT_S,
     FileKey,
     FileState,
+    IndexReadOnly,
     IndexUnusable,
     connect,
     create_schema,
     prefix_range,
     rows_in,
     schema_version_of,
+    unusable_because,
+    unwritable_reason,
     upgrade_schema,
 )
+
+_ABANDONED: list[sqlite3.Connection] = []  # connections to an index that became unwritable (see IndexWriter.close)
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,9 @@ class IndexWriter:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(exist_ok=True)  # never its parents: a deleted root must stay deleted
+            self._refuse_unwritable()
             self.conn = connect(self.path, readonly=False, busy_timeout=WRITER_BUSY_TIMEOUT_S)
+            self.conn.execute("PRAGMA mmap_size = 0")  # the database file through read/write, never a mapping
             version = schema_version_of(self.conn)
             if version > SCHEMA_VERSION:
                 raise IndexUnusable(f"{self.path}: written by a newer tcmp (schema {version} > {SCHEMA_VERSION})")
@@ -148,10 +156,16 @@ class IndexWriter:
             self.conn.isolation_level = None  # explicit BEGIN IMMEDIATE / COMMIT from here on
             row = self.conn.execute("SELECT max(seq) FROM commits").fetchone()
         except sqlite3.Error as exc:
-            raise IndexUnusable(f"{self.path}: {exc}") from exc
+            raise unusable_because(self.path, exc) from exc
         except OSError as exc:
             raise IndexUnusable(f"{self.path}: {exc.strerror or exc}") from exc
         self._seq = int(row[0] or 0)
+
+    def _refuse_unwritable(self) -> None:
+        """IndexReadOnly before SQLite touches a file it could not write (see `unwritable_reason`: a SIGBUS)."""
+        reason = unwritable_reason(self.path)
+        if reason is not None:
+            raise IndexReadOnly(f"{self.path}: read-only: {reason}")
 
     def __enter__(self) -> IndexWriter:
         return self
@@ -160,9 +174,17 @@ class IndexWriter:
         self.close()
 
     def close(self) -> None:
-        self.conn.close()
+        if unwritable_reason(self.path) is None:
+            self.conn.close()
+            return
+        # closing checkpoints and writes the mapped -shm file: a SIGBUS once it cannot be written. The connection
+        # is kept, unused, for the life of the process (one reference more than anything drops, so not even the
+        # interpreter's exit closes it); the kernel releases its files and locks when the process ends.
+        _ABANDONED.append(self.conn)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.conn))
 
     def add_root(self, root: Path) -> None:
+        self._refuse_unwritable()
         self.conn.execute(
             "INSERT INTO roots (path, added_ns) VALUES (?, ?) ON CONFLICT(path) DO NOTHING", (str(root), time.time_ns())
         )
@@ -179,6 +201,7 @@ class IndexWriter:
 
     def write(self, records: Sequence[IndexRecord]) -> CommitResult:
         """All records in one transaction; the returned commit is on disk when this returns (per `durable`)."""
+        self._refuse_unwritable()
         now_ns = time.time_ns()
         seq = self._seq + 1
         self.conn.execute("BEGIN IMMEDIATE")
@@ -272,6 +295,7 @@ class IndexWriter:
         return dict(rows_in(self.conn, "SELECT path, id FROM files WHERE path IN ({placeholders})", paths))
 
     def write_daemon_state(self, state: DaemonState) -> None:
+        self._refuse_unwritable()
         self.conn.execute(
             "INSERT INTO daemon_state (id, pid, host, started_ns, heartbeat_ns, stopped_ns, roots, queued, "
             "in_flight, pending) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
@@ -285,10 +309,12 @@ class IndexWriter:
         )  # fmt: skip
 
     def prune_commits(self, keep: int = 20_000) -> None:
+        self._refuse_unwritable()
         self.conn.execute("DELETE FROM commits WHERE seq <= ?", (self._seq - keep,))
 
     def checkpoint(self) -> None:
         """Fold the WAL into the database file (when idle), so the -wal file does not keep growing."""
+        self._refuse_unwritable()
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
