@@ -6,15 +6,21 @@ the statistics. Hand-worked numbers: one bf16 step at [1, 2) is 2^-7; two steps 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+from tcmp.compare.executions import GeExecution, TensorMeta
+from tcmp.compare.fusion import GraphView
+from tcmp.compare.match_context import carried_precision
 from tcmp.compare.metrics import statistics_metrics, tensor_metrics
 from tcmp.compare.ulp import RULE, StatValues
 from tcmp.compare.verdict import Result, StatisticsNoise, Thresholds, judge_statistics, judge_tensor
-from tcmp.schemas.records import Summary
+from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.graph import Graph, GraphOp, InputEdge, OutputDesc
+from tcmp.schemas.records import IO, Summary
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BF16_UNIT = next(t for t in RULE.table if t.name == "bf16")
@@ -101,3 +107,55 @@ def test_statistics_noise_leaves_nan_and_accuracy_alone():
     ruled = judge_statistics(statistics_metrics(noisy, BENCH), 1.0, -0.5, 10.0, Thresholds(), noise)
     assert plain.result is Result.FAIL and ruled.result is Result.PASS
     assert plain.accuracy_reached == ruled.accuracy_reached
+
+
+# --- which precision a tensor carries, from the graph --------------------------------------------------------
+
+
+def _op(order: int, name: str, kind: str, inputs: tuple[str, ...], dtype: DataType) -> GraphOp:
+    return GraphOp(order, name, kind, tuple(InputEdge(p, 0) for p in inputs), (),
+                   (OutputDesc(0, None, int(dtype), (4,), "ND", None, None),), (), None)  # fmt: skip
+
+
+# x (bf16) -> Cast_0 (fp32) -> TransData_0 (fp32) -> Softmax_0 (fp32); y (bf16) -> Mul_0 (reads fp32: GE-inserted cast)
+VIEW = GraphView(Graph("g", Path("g.txt"), (
+    _op(0, "x", "Data", (), DataType.DT_BF16),
+    _op(1, "Cast_0", "Cast", ("x",), DataType.DT_FLOAT),
+    _op(2, "TransData_0", "TransData", ("Cast_0",), DataType.DT_FLOAT),
+    _op(3, "Softmax_0", "SoftmaxV2", ("TransData_0",), DataType.DT_FLOAT),
+    _op(4, "y", "Data", (), DataType.DT_BF16),
+    _op(5, "Mul_0", "Mul", ("y",), DataType.DT_FLOAT),
+    _op(6, "Add_0", "Add", ("Softmax_0",), DataType.DT_FLOAT),
+)))  # fmt: skip
+
+
+def _run(name: str, kind: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> GeExecution:
+    def metas(io, dtypes):
+        return tuple(TensorMeta(io, k, (4,), d) for k, d in enumerate(dtypes))
+
+    return GeExecution(name, kind, 0, (), metas(IO.INPUT, inputs), metas(IO.OUTPUT, outputs), ())
+
+
+def test_a_widening_cast_and_what_it_feeds_carry_the_cast_input_dtype():
+    cast = _run("Cast_0", "Cast", ("DT_BF16",), ("DT_FLOAT",))
+    assert carried_precision(VIEW, cast, IO.OUTPUT, 0) == "DT_BF16"
+    trans = _run("TransData_0", "TransData", ("DT_FLOAT",), ("DT_FLOAT",))
+    assert carried_precision(VIEW, trans, IO.OUTPUT, 0) == "DT_BF16"  # through the cast before it
+    softmax = _run("Softmax_0", "SoftmaxV2", ("DT_FLOAT",), ("DT_FLOAT",))
+    assert carried_precision(VIEW, softmax, IO.INPUT, 0) == "DT_BF16"
+    assert carried_precision(VIEW, softmax, IO.OUTPUT, 0) is None  # computed: its own precision
+    add = _run("Add_0", "Add", ("DT_FLOAT",), ("DT_FLOAT",))
+    assert carried_precision(VIEW, add, IO.INPUT, 0) is None  # a computing op's output is not carried on
+
+
+def test_an_input_widened_by_a_ge_inserted_cast_carries_the_producer_dtype():
+    mul = _run("Mul_0", "Mul", ("DT_FLOAT",), ("DT_FLOAT",))
+    assert carried_precision(VIEW, mul, IO.INPUT, 0) == "DT_BF16"
+
+
+def test_a_narrowing_cast_carries_nothing_narrower():
+    narrowing = _run("trans_Cast_9", "Cast", ("DT_FLOAT",), ("DT_BF16",))  # not in the graph, value-changing
+    assert carried_precision(VIEW, narrowing, IO.OUTPUT, 0) is None
+    assert carried_precision(None, _run("trans_Cast_8", "Cast", ("DT_BF16",), ("DT_FLOAT",)), IO.OUTPUT, 0) == (
+        "DT_BF16"
+    )
