@@ -212,6 +212,7 @@ def legend(mode: Mode, t: Thresholds) -> list[str]:
             f"{t.stats_small_fraction:g} of the range) and no NaN/inf is on one side only. Accuracy Reached or Not "
             f"(msprobe's rule): Yes when NormRelativeErr <= {t.stats_accuracy_norm:g} and no NaN/inf is on one "
             "side only.",
+            RULE.text(),
         ]
     else:
         return ["Result: PASS when both CRC-32 are equal; Accuracy Reached or Not says the same."]

@@ -40,7 +40,8 @@ from .metrics import (
 from .records import Pair, Row, TensorRef, TensorStats
 from .summary import _crc32, summarize
 from .summary_merge import CRC_UNKNOWN
-from .verdict import Judgement, Result, Thresholds, judge_md5, judge_statistics, judge_tensor
+from .ulp import RULE, StatValues, float_dtype_named
+from .verdict import Judgement, Result, StatisticsNoise, Thresholds, judge_md5, judge_statistics, judge_tensor
 
 
 @functools.lru_cache(maxsize=64)
@@ -172,11 +173,12 @@ class TensorLoader:
                      npu.array.shape if ref.reshaped else None)  # fmt: skip
         contiguous = np.ascontiguousarray(npu.array)
         payload = contiguous.reshape(-1).view(np.uint8)
-        memo_key = (bench_key, bench_rounded, contiguous.dtype.str, contiguous.shape, _crc32(payload))
+        memo_key = (bench_key, bench_rounded, pair.carried, contiguous.dtype.str, contiguous.shape, _crc32(payload))
         hit = self._recall(self._memo, memo_key)
         if hit is not None and np.array_equal(hit[0], payload):  # the CRC only finds candidates
             return hit[1]
-        result = fused_metrics(npu.array, bench.array)
+        carried = float_dtype_named(pair.carried)
+        result = fused_metrics(npu.array, bench.array, carried)
         if result is not None:
             self._remember_for_payload(self._memo, memo_key, payload, result)
             return result
@@ -186,9 +188,9 @@ class TensorLoader:
                 prepared_bench = Prepared(bench.array)
                 if not bench_rounded:
                     self._remember(self._prepared, bench_key, prepared_bench, 32, prepared_bench.nbytes)
-            result = compare_prepared(Prepared(npu.array), prepared_bench)
+            result = compare_prepared(Prepared(npu.array), prepared_bench, carried)
         except TypeError:
-            result = tensor_metrics(npu.array, bench.array)  # complex: its own message
+            result = tensor_metrics(npu.array, bench.array, carried)  # complex: its own message
         self._remember_for_payload(self._memo, memo_key, payload, result)
         return result
 
@@ -381,6 +383,24 @@ def _widened(inp: Loaded, check: CastCheck) -> Loaded:
     return Loaded(array, None, check.target, inp.shape, (*inp.notes, note))
 
 
+def _values(s: Summary) -> StatValues:
+    return StatValues(s.max, s.min, s.mean, s.l2norm)
+
+
+def _statistics_noise(pair: Pair, npu: Loaded, bench: Loaded) -> Optional[StatisticsNoise]:
+    """What the rounding-noise rule needs to judge a statistics row: None where its sides are no floats it knows."""
+    n_dtype, b_dtype = float_dtype_named(npu.dtype), float_dtype_named(bench.dtype)
+    if n_dtype is None or b_dtype is None or npu.summary is None or bench.summary is None:
+        return None
+    carried = float_dtype_named(pair.carried)
+    unit = RULE.unit(n_dtype, b_dtype, carried)
+    if unit is None:
+        return None
+    narrower = RULE.carried_unit(RULE.unit(n_dtype, b_dtype), carried) is not None
+    numel = bench.summary.numel or npu.summary.numel or 0
+    return StatisticsNoise(unit, narrower, _values(npu.summary), _values(bench.summary), numel)
+
+
 def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoader) -> Row:
     """Compare one pair in `mode` (never raises for missing or odd data: the row says what is missing)."""
     messages: list[str] = list(pair.notes)
@@ -428,7 +448,10 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
                 statistics = statistics_metrics(npu.summary, bench.summary)
                 messages += statistics.messages
                 b = bench.summary
-                judgement = judge_statistics(statistics, b.max, b.min, b.l2norm, thresholds)
+                noise = _statistics_noise(pair, npu, bench)
+                judgement = judge_statistics(statistics, b.max, b.min, b.l2norm, thresholds, noise)
+                if judgement.note is not None:
+                    messages.append(judgement.note)
                 one_side = statistics.nan_inf_one_side
             if _shapes_differ(npu.shape, bench.shape) and not _reshaped_alike(npu.shape, bench.shape, pair.bench):
                 messages.append(f"Shape of NPU {list(npu.shape)} and bench {list(bench.shape)} tensor do not match.")

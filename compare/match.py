@@ -215,7 +215,7 @@ def match_token(
     `result.golden_reasons` says why those that nothing paired with have no partner, where the matcher knows (for
     an FX golden, of `golden_files`). `fx_stored`: index summaries of golden FX files whose raw data is gone."""
     result = MatchResult()
-    ctx = _Context(rank, token, graph_label, result, fx_stored)
+    ctx = _Context(rank, token, graph_label, result, fx_stored, view)
     fx_matcher: Optional[FxMatcher] = None
     ge_matcher: Optional[GeMatcher] = None
     if golden_calls is not None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from tcmp.schemas.dtypes import dtype_name
 from tcmp.schemas.ge_dump import NOT_DUMPED
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge
@@ -20,6 +21,7 @@ from .executions import GeExecution
 from .fusion import GraphView
 from .guidance import FUSION_OP_TYPES
 from .records import Pair, Role, TensorRef, Unmatched, UnmatchedKind
+from .ulp import RULE, float_dtype_named
 
 SELF_CHECK_TYPES = re.compile(r"Cast|TransData", re.IGNORECASE)
 MAX_PASS_THROUGH = 8  # GE-inserted ops followed back through, per input
@@ -59,10 +61,10 @@ class _Context:
 
     def __init__(
         self, rank: Optional[int], token: int, graph_label: str, result: MatchResult,
-        fx_stored: Mapping[Path, TensorSummary],
+        fx_stored: Mapping[Path, TensorSummary], view: Optional[GraphView] = None,
     ) -> None:  # fmt: skip
         self.rank, self.token, self.graph_label, self.result = rank, token, graph_label, result
-        self.fx_stored = fx_stored
+        self.fx_stored, self.view = fx_stored, view
 
     def fx_ref(
         self,
@@ -106,7 +108,8 @@ class _Context:
             return
         self.result.pairs.append(
             Pair(self.rank, self.token, self.graph_label, e.op_name, e.op_type, e.order, e.execution, io, index,
-                 self.ge_ref(e, io, index), bench, tuple(notes), stack, e.timestamp, cast)
+                 self.ge_ref(e, io, index), bench, tuple(notes), stack, e.timestamp, cast,
+                 carried_precision(self.view, e, io, index))
         )  # fmt: skip
         self.result.used_golden.update(f.path for f in bench.files)
 
@@ -162,6 +165,65 @@ class _Context:
                 self.pair(e, IO.OUTPUT, j, bench, (note,), cast=cast)
             else:
                 self.by_design(e, IO.OUTPUT, j, f"self check: no input {j} to compare output {j} with")
+
+
+def _narrowest(names: list[Optional[str]], own: Optional[str]) -> Optional[str]:
+    """The float dtype name of `names` with the fewest significand bits, where it has fewer than `own`'s."""
+    own_dtype = float_dtype_named(own)
+    unit = RULE.unit(own_dtype, own_dtype) if own_dtype is not None else None
+    best: Optional[str] = None
+    for name in names:
+        narrower = RULE.carried_unit(unit, float_dtype_named(name))
+        if narrower is not None:
+            unit, best = narrower, name
+    return best
+
+
+def _preserving(source: Optional[str], target: Optional[str]) -> bool:
+    """A conversion that keeps every value: a layout change (same dtype) or a wider dtype."""
+    if source is None or target is None:
+        return False
+    check = cast_check_for(source, target)
+    return source == target if check is None else check.preserving
+
+
+def _edge_carried(view: GraphView, edge: InputEdge, depth: int = 0) -> tuple[Optional[str], list[Optional[str]]]:
+    """(the dtype an input edge's tensor has, the dtypes it was in before value-preserving conversions made it)."""
+    found = view.producer_output(edge)
+    if found is None:
+        return None, []
+    producer, j = found
+    desc = next((d for d in producer.outputs if d.index == j), None)
+    own = dtype_name(desc.dtype) if desc is not None and desc.dtype is not None else None
+    if depth >= MAX_PASS_THROUGH or not SELF_CHECK_TYPES.search(producer.type) or not producer.inputs:
+        return own, []
+    source, before = _edge_carried(view, producer.inputs[min(j, len(producer.inputs) - 1)], depth + 1)
+    return (own, [source, *before]) if _preserving(source, own) else (own, [])
+
+
+def carried_precision(view: Optional[GraphView], e: GeExecution, io: IO, index: int) -> Optional[str]:
+    """The dtype (dump name) of the narrowest precision a target tensor carries, where narrower than its own:
+    the output of a value-preserving widening Cast (or TransData) holds its input's values, and so does every
+    input such an output feeds, transitively; an input whose graph producer writes a narrower dtype than the GE op
+    reads was widened by a GE-inserted cast (`ulp.RULE` counts their rounding in that dtype's ulps)."""
+    meta = e.tensor(io, index)
+    if meta is None:
+        return None
+    if io is IO.OUTPUT:
+        if not SELF_CHECK_TYPES.search(e.op_type) or index >= len(e.inputs):
+            return None
+        source = e.inputs[index].dtype
+        if not _preserving(source, meta.dtype):
+            return None
+        op = view.op(e.op_name) if view is not None else None
+        before = _edge_carried(view, op.inputs[index])[1] if op is not None and index < len(op.inputs) else []
+        return _narrowest([source, *before], meta.dtype)
+    op = view.op(e.op_name) if view is not None else None
+    if op is None or index >= len(op.inputs):
+        return None
+    # the graph's producer output in a narrower dtype than the GE op reads: a GE-inserted widening cast between
+    source, before = _edge_carried(view, op.inputs[index])
+    return _narrowest([source, *before], meta.dtype) if _preserving(source, meta.dtype) else None
 
 
 def _group_inputs(view: GraphView, resolved: _Resolved) -> list[tuple[GraphOp, int, InputEdge]]:

@@ -91,6 +91,7 @@ class TensorMetrics:
     max_ulp_err: Cell  # in ulps of `ulp_unit`; NA where the pair has none (ints, float8) or nothing was compared
     messages: tuple[str, ...]
     ulp_unit: Optional[UlpTolerance] = None
+    ulp_carried: bool = False  # `ulp_unit` is the precision a widening cast's input carried, narrower than both sides
     nan_inf_mismatch: bool = False  # NaN/inf at different positions (or on one side only)
     shape_mismatch: bool = False
     both_zero: bool = False  # both sides all zero (a NaN-free, trustworthy cosine of 1.0)
@@ -222,16 +223,17 @@ class PairSums:
     max_ulps: float  # max |npu - bench| in ulps of the pair's `ulp_unit`; NaN when it has none
 
 
-def tensor_metrics(npu: np.ndarray, bench: np.ndarray) -> TensorMetrics:
-    """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio, MaxUlpErr."""
-    fused = fused_metrics(npu, bench)
+def tensor_metrics(npu: np.ndarray, bench: np.ndarray, carried: Optional[np.dtype] = None) -> TensorMetrics:
+    """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio, MaxUlpErr
+    (`carried`: the narrower dtype whose precision the NPU tensor carries, `ulp.RULE`)."""
+    fused = fused_metrics(npu, bench, carried)
     if fused is not None:
         return fused
     try:
         n, b = Prepared(npu), Prepared(bench)
     except TypeError:
         return _all_na(["complex tensors are compared in statistics or md5 mode only."])
-    return compare_prepared(n, b)
+    return compare_prepared(n, b, carried)
 
 
 EMPTY_BOTH = "This is empty data on both sides, nothing to compare."  # msprobe's words: a PASS in every mode
@@ -270,7 +272,7 @@ def _flat_bytes(array: np.ndarray) -> np.ndarray:
     return array.reshape(-1).view(np.uint8)
 
 
-def fused_metrics(npu: np.ndarray, bench: np.ndarray) -> Optional[TensorMetrics]:
+def fused_metrics(npu: np.ndarray, bench: np.ndarray, carried: Optional[np.dtype] = None) -> Optional[TensorMetrics]:
     """`tensor_metrics` from one compiled pass over the pair; None where that loop does not apply (not built,
     other dtypes, NaN/inf: numpy's exact path takes those)."""
     npu, bench = np.asarray(npu), np.asarray(bench)
@@ -281,7 +283,7 @@ def fused_metrics(npu: np.ndarray, bench: np.ndarray) -> Optional[TensorMetrics]
     unmatched = _mismatch(npu.shape, bench.shape, npu.size, npu.dtype, bench.dtype, messages)
     if unmatched is not None:
         return unmatched
-    unit = RULE.unit(npu.dtype, bench.dtype)
+    unit = RULE.unit(npu.dtype, bench.dtype, carried)
     ulp_args = () if unit is None else (unit.mantissa_bits, unit.min_exponent)
     n_max, n_min, n_sum, nn, b_max, b_min, b_sum, bb, dot, d_max, d_min, dd, rel, one, five, ulps = _fused.pair_sums(
         _flat_bytes(npu), nk, _flat_bytes(bench), bk, *ulp_args
@@ -294,10 +296,14 @@ def fused_metrics(npu: np.ndarray, bench: np.ndarray) -> Optional[TensorMetrics]
         BasicStats(b_max, b_min, b_sum / size, math.sqrt(bb)),
     )
     sums = PairSums(nn, bb, dot, max(d_max, -d_min), dd, rel, one, five, ulps)
-    return _from_sums(sums, size, messages, stats, unit)
+    return _from_sums(sums, size, messages, stats, unit, _carried(npu.dtype, bench.dtype, carried))
 
 
-def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
+def _carried(npu: np.dtype, bench: np.dtype, carried: Optional[np.dtype]) -> bool:
+    return RULE.carried_unit(RULE.unit(npu, bench), carried) is not None
+
+
+def compare_prepared(n: Prepared, b: Prepared, carried: Optional[np.dtype] = None) -> TensorMetrics:
     """`tensor_metrics` with numpy, on prepared sides (one float64 copy per tensor, BLAS dots, in-place relative
     errors), for what the compiled loop does not take."""
     messages: list[str] = []
@@ -305,11 +311,12 @@ def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
     if unmatched is not None:
         return unmatched
     rt = _relative_type(n.flat.dtype, b.flat.dtype)
-    unit = RULE.unit(n.original_dtype, b.original_dtype)
+    unit = RULE.unit(n.original_dtype, b.original_dtype, carried)
+    narrower = _carried(n.original_dtype, b.original_dtype, carried)
     if n.finite and b.finite:
         rel = _relative_errors(n.as_type(rt), b.as_type(rt), b.zeros(rt))
         sums = _numpy_sums(n.f64, b.f64, n.squares, b.squares, rel, unit)
-        return _from_sums(sums, rel.size, messages, (n.stats, b.stats), unit)
+        return _from_sums(sums, rel.size, messages, (n.stats, b.stats), unit, narrower)
     # NaN/inf somewhere (rare): the slow, exact path
     cleaned = _zero_matched_nan_inf(n.flat, b.flat, messages)
     if cleaned is None:
@@ -318,7 +325,7 @@ def compare_prepared(n: Prepared, b: Prepared) -> TensorMetrics:
     b_rt = b64.astype(rt, copy=False)
     rel = _relative_errors(n64.astype(rt, copy=False), b_rt, b_rt == 0)
     sums = _numpy_sums(n64, b64, float(np.dot(n64, n64)), float(np.dot(b64, b64)), rel, unit)
-    return _from_sums(sums, rel.size, messages, None, unit)
+    return _from_sums(sums, rel.size, messages, None, unit, narrower)
 
 
 def _numpy_sums(
@@ -350,19 +357,19 @@ def _max_ulps(diff: np.ndarray, b64: np.ndarray, unit: UlpTolerance) -> float:
 
 def _from_sums(
     s: PairSums, size: int, messages: list[str], stats: Optional[tuple[BasicStats, BasicStats]],
-    unit: Optional[UlpTolerance],
+    unit: Optional[UlpTolerance], carried: bool = False,
 ) -> TensorMetrics:  # fmt: skip
     max_abs, max_rel = fmt(s.max_abs), fmt(s.max_rel)
     ulps: Cell = NA if unit is None else s.max_ulps
     if size == 1:
         messages.append("Single element: Cosine, EucDist and the error ratios are not computed.")
-        return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, ulps, tuple(messages), unit, stats=stats)
+        return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, ulps, tuple(messages), unit, carried, stats=stats)
     one, five = fmt(s.below_one / size), fmt(s.below_five / size)
     cosine, distance, both_zero = _cosine(s.dot, s.npu_squares, s.bench_squares, messages)
     euc = math.sqrt(s.diff_squares)
     return TensorMetrics(
-        cosine, euc, max_abs, max_rel, one, five, ulps, tuple(messages), unit, both_zero=both_zero, stats=stats,
-        cosine_distance=distance,
+        cosine, euc, max_abs, max_rel, one, five, ulps, tuple(messages), unit, carried, both_zero=both_zero,
+        stats=stats, cosine_distance=distance,
     )  # fmt: skip
 
 

@@ -107,7 +107,7 @@ def _divergences(rank: RankResult, node_of: NodeOf) -> str:
 def header_html(result: CompareResult, rank: RankResult, node_of: NodeOf) -> str:
     title = "tcmp compare" + ("" if rank.rank is None else f" · rank {rank.rank}")
     notes = "".join(f'<p class="note">note: {escape(n)}</p>' for n in result.notes)
-    rule = f'<p class="rule" id="ulp-rule">{escape(RULE.text())}</p>' if result.mode is Mode.TENSOR else ""
+    rule = f'<p class="rule" id="ulp-rule">{escape(RULE.text())}</p>' if result.mode is not Mode.MD5 else ""
     return (
         f"<header><h1>{escape(title)}</h1><dl>"
         f"<dt>target</dt><dd>{escape(str(result.options.target))}</dd>"

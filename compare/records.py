@@ -90,6 +90,7 @@ class Pair:
     stack_info: Optional[str] = None
     timestamp: int = 0  # the GE execution's dump time: orders ops across the graphs of a token
     cast: Optional[CastCheck] = None  # a GE-inserted value-changing cast: the bench is Cast(input), not the input
+    carried: Optional[str] = None  # the narrower dtype whose precision the target tensor carries (`ulp.RULE`)
 
     @property
     def api_name(self) -> str:
