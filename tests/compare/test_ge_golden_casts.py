@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tcmp.compare.records import Role, UnmatchedKind
 from tcmp.compare.run import CompareOptions, DataMode, run_compare
 from tcmp.compare.verdict import Result
 from tcmp.schemas.dtypes import DataType
@@ -89,6 +90,10 @@ def test_noise_that_moves_a_rounded_integer_by_one_passes_against_the_fusion_off
     noisy_input = rows[("trans_Cast_2", IO.INPUT, 0)]  # the float input is still compared with the golden's
     assert noisy_input.result is Result.PASS and noisy_input.pair.cast is None
     assert [r.pair.api_name for r in rank.rows if r.result is Result.FAIL] == [] and not rank.divergences
+    # trans_Cast_3 (int8 -> bool): nothing of it pairs with the golden's any more, whose file is listed, with why
+    listed = [u for u in rank.unmatched if u.role is Role.GOLDEN and "Cast.trans_Cast_3." in u.path]
+    assert listed and all(u.kind is UnmatchedKind.BY_DESIGN for u in listed), listed
+    assert all(u.reason == "the target's cast is checked against Cast(its own input)" for u in listed), listed
 
 
 def test_a_cast_kernel_off_by_one_against_its_own_input_still_fails(noisy):
