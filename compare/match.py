@@ -20,13 +20,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Optional, Union
 
+import numpy as np
+
 from tcmp.schemas.layout import DumpFile
 from tcmp.schemas.records import IO, TensorSummary
 
+from .cast_check import CastCheck, cast_check_for, numpy_dtype
+from .cast_rounding import is_float
 from .executions import FxCall, GeExecution, TensorMeta, align_runs, same_shape
 from .fusion import GraphView, NameSplitter
 from .fx_match import FxMatcher
 from .match_context import (
+    SELF_CHECK_TYPES,
     MatchResult,
     _Context,
     _fused_output,
@@ -37,6 +42,8 @@ from .match_context import (
     graph_title,
 )
 from .records import TensorRef, UnmatchedKind
+
+CAST_SELF_CHECKED = "the target's cast is checked against Cast(its own input)"
 
 # --- GE -> GE (fusion off) -------------------------------------------------------------------------------------
 
@@ -64,6 +71,7 @@ class GeMatcher:
         self.runs: dict[str, list[GeExecution]] = defaultdict(list)
         for e in target:
             self.runs[e.op_name].append(e)
+        self.target = target
         self._alignments: dict[tuple[str, str], dict[int, int]] = {}
 
     def _golden(self, e: GeExecution, name: str, links: Sequence[_Link]) -> Union[GeExecution, str, None]:
@@ -129,6 +137,9 @@ class GeMatcher:
             self.ctx.unpartnered(e, same)
             return
         if same is not None:
+            if self._ge_inserted(e):
+                self._inserted(e, same)
+                return
             for io, items in ((IO.INPUT, e.inputs), (IO.OUTPUT, e.outputs)):  # inputs first, as tables read
                 for i in range(len(items)):
                     self._positional(e, same, io, i, i, ())
@@ -156,6 +167,70 @@ class GeMatcher:
         of = f"the ops of graph {graph_title(self.view.graph)} nor " if self.view is not None else ""
         self.ctx.no_partner(e, None, None, f"golden data missing: no op {e.op_name!r} in the fusion-off dump, and "
                                            f"its name is not a fusion of {of}golden op names")  # fmt: skip
+
+    def _ge_inserted(self, e: GeExecution) -> bool:
+        """A Cast/TransData that GE put in (not in the graph)."""
+        return (
+            self.view is not None and SELF_CHECK_TYPES.search(e.op_type) is not None and _resolve(self.view, e) is None
+        )
+
+    def _inserted_cast(self, e: GeExecution) -> bool:
+        """A GE-inserted Cast that changes values: the golden's same-named cast rounds its own noisy input, so an
+        integer output can sit one step away from the golden's although both casts are right."""
+        return self._ge_inserted(e) and any(
+            _changing(i.dtype, o.dtype) is not None for i, o in zip(e.inputs, e.outputs)
+        )
+
+    def _inserted(self, e: GeExecution, same: GeExecution) -> None:
+        """A GE-inserted conversion, as against an FX golden: each value-changing output is checked against
+        Cast(its own input) with CANN's roundings (`cast_check`), the golden's output left aside; an integer input
+        that such a cast wrote is checked the same way, against Cast(that cast's input); every other tensor is
+        paired with the golden's."""
+        for f in same.files:  # used if any tensor still pairs with the golden's; else listed with this reason
+            self.ctx.result.golden_reasons[f.path] = (CAST_SELF_CHECKED, UnmatchedKind.BY_DESIGN)
+        for i in range(len(e.inputs)):
+            producer = self._cast_producer(e, i)
+            if producer is None:
+                self._positional(e, same, IO.INPUT, i, i, ())
+                continue
+            p, j, cast = producer
+            note = (
+                f"input {i} is output {j} of {p.op_name}, a GE-inserted {p.op_type} (the latest before it that writes "
+                f"{cast.target} in this shape): checked as that output is, against Cast({p.op_name} input {j}) "
+                f"{cast.label}, not golden {same.op_name} input {i} ({CAST_SELF_CHECKED})"
+            )
+            self.ctx.pair(e, IO.INPUT, i, self.ctx.ge_ref(p, IO.INPUT, j), (note,), cast=cast)
+        for j in range(len(e.outputs)):
+            cast = _changing(e.inputs[j].dtype, e.outputs[j].dtype) if j < len(e.inputs) else None
+            if cast is None:
+                self._positional(e, same, IO.OUTPUT, j, j, ())
+                continue
+            note = (
+                f"golden {same.op_name} output {j} not compared: {CAST_SELF_CHECKED} (GE-inserted {e.op_type}, not in "
+                "the graph: noise within the rounding rule in its float input can move a rounded value by one step)"
+            )
+            self.ctx.pair(e, IO.OUTPUT, j, self.ctx.ge_ref(e, IO.INPUT, j), (note,), cast=cast)
+
+    def _cast_producer(self, e: GeExecution, i: int) -> Optional[tuple[GeExecution, int, CastCheck]]:
+        """The GE-inserted value-changing cast whose output is `e`'s integer input `i`: the graph has neither, so
+        the latest such cast before `e` in the token that writes that dtype and shape (a wrong one FAILs, it
+        cannot hide a fault: its Cast(input) would have to equal this input)."""
+        meta = e.inputs[i]
+        dtype = _numpy_dtype(meta.dtype)
+        if dtype is None or is_float(dtype):
+            return None
+        best: Optional[tuple[GeExecution, int, CastCheck]] = None
+        for p in self.target:
+            if p.order >= e.order or p.error is not None or (best is not None and p.order < best[0].order):
+                continue
+            if not self._inserted_cast(p):
+                continue
+            for j, (pi, po) in enumerate(zip(p.inputs, p.outputs)):
+                cast = _changing(pi.dtype, po.dtype)
+                if cast is not None and po.dtype == meta.dtype and same_shape(po.shape, meta.shape):
+                    best = (p, j, cast)
+                    break
+        return best
 
     def _fused(self, e: GeExecution, resolved: _Resolved) -> None:
         view = self.view
@@ -198,6 +273,18 @@ class GeMatcher:
                 self.ctx.no_partner(e, io, k, golden or f"golden data missing for member {member}")
                 continue
             self._positional(e, golden, io, index, k, notes)
+
+
+def _changing(source: Optional[str], target: Optional[str]) -> Optional[CastCheck]:
+    cast = cast_check_for(source, target)
+    return cast if cast is not None and not cast.preserving else None
+
+
+def _numpy_dtype(name: Optional[str]) -> Optional[np.dtype]:
+    try:
+        return numpy_dtype(name or "")
+    except KeyError:
+        return None
 
 
 def match_token(

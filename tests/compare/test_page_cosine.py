@@ -45,6 +45,9 @@ def test_the_chart_plots_one_minus_cosine_at_full_precision(tmp_path):
             assert dist is None
             continue
         npu_name, bench_name = ast.literal_eval(cells[names])
+        if bench_name.startswith("Cast("):  # a GE-inserted cast's bench is computed (Cast(its input)), no file
+            assert dist is not None
+            continue
         n, b = _tensor(scenario.target, npu_name).ravel(), _tensor(scenario.golden_ge, bench_name).ravel()
         expected = 1 - n @ b / (np.linalg.norm(n) * np.linalg.norm(b))
         assert abs(dist - expected) <= 1e-15 + 1e-9 * abs(expected), (cells[header.index("API Name")], dist, expected)
