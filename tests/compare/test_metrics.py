@@ -17,20 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcmp.compare import metrics
 from tcmp.compare.metrics import NA, StatDiff, fused_metrics, statistics_metrics, tensor_metrics
 from tcmp.compare.verdict import Colour, Result, Thresholds, colour, judge_statistics, judge_tensor, magnitude_jump
 from tcmp.schemas.records import Summary
 
-
-@pytest.fixture(autouse=True, params=["compiled", "numpy"])
-def engine(request, monkeypatch) -> str:
-    if request.param == "compiled":
-        # the dev install builds the extension: a silent fallback would leave the compiled loop untested
-        assert metrics._fused is not None, "tcmp.compare._fused is not built (pip install -e . needs a C compiler)"
-    else:
-        monkeypatch.setattr(metrics, "_fused", None)
-    return request.param
+pytestmark = pytest.mark.usefixtures("metrics_engine")  # every test with each engine (conftest)
 
 
 def spec_metrics(npu, bench):
@@ -277,7 +268,7 @@ def test_property_fast_metrics_equal_the_spec_formulas(dtype, bench_dtype, size,
     assert b_stats.l2norm == pytest.approx(float(np.linalg.norm(b64)), rel=1e-12)
 
 
-def test_every_float16_and_bfloat16_value_is_widened_exactly(engine):
+def test_every_float16_and_bfloat16_value_is_widened_exactly(metrics_engine):
     """Each finite 16-bit pattern (subnormals, ±0, the largest values) against numpy's exact float32 widening:
     any difference would show in MaxAbsErr."""
     for dtype in (np.float16, ml_dtypes.bfloat16):
@@ -285,13 +276,13 @@ def test_every_float16_and_bfloat16_value_is_widened_exactly(engine):
         values = values[np.isfinite(values.astype(np.float32))]
         widened = values.astype(np.float32)
         m = tensor_metrics(values, widened)
-        if engine == "compiled":  # and not numpy's path, which takes over wherever the loop sees a NaN or inf
+        if metrics_engine == "compiled":  # and not numpy's path, which takes over wherever the loop sees a NaN or inf
             assert fused_metrics(values, widened) == m
         assert m.max_abs_err == 0.0 and m.euc_dist == 0.0
         assert m.stats[0].max == float(widened.max()) and m.stats[0].min == float(widened.min())
 
 
-def test_compiled_loop_takes_unaligned_and_strided_arrays(engine):
+def test_compiled_loop_takes_unaligned_and_strided_arrays(metrics_engine):
     rng = np.random.default_rng(7)
     bench = rng.standard_normal(3000).astype(np.float32)
     npu = (bench * 1.002).astype(np.float32)
@@ -302,8 +293,8 @@ def test_compiled_loop_takes_unaligned_and_strided_arrays(engine):
     assert tensor_metrics(unaligned, strided) == expected
 
 
-def test_compiled_loop_leaves_nan_inf_and_other_dtypes_to_numpy(engine):
-    if engine == "numpy":
+def test_compiled_loop_leaves_nan_inf_and_other_dtypes_to_numpy(metrics_engine):
+    if metrics_engine == "numpy":
         assert fused_metrics(np.float32([1, 2]), np.float32([1, 2])) is None  # not built: numpy everywhere
         return
     assert fused_metrics(np.float32([1, np.nan]), np.float32([1, np.nan])) is None

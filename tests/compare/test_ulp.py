@@ -18,7 +18,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare import metrics
 from tcmp.compare.console import legend
 from tcmp.compare.metrics import NA, Mode, tensor_metrics
 from tcmp.compare.run import CompareOptions, run_compare
@@ -31,15 +30,6 @@ from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_
 
 BF16 = ml_dtypes.bfloat16
 README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-@pytest.fixture(params=["compiled", "numpy"])
-def engine(request, monkeypatch) -> str:
-    if request.param == "compiled":
-        assert metrics._fused is not None, "tcmp.compare._fused is not built (pip install -e . needs a C compiler)"
-    else:
-        monkeypatch.setattr(metrics, "_fused", None)
-    return request.param
 
 
 def judged(npu, bench):
@@ -59,7 +49,7 @@ ONE_STEP = 2.0**-7
     (2, 2 * ONE_STEP, Result.PASS, "within 2 ulp of bf16"),  # 0.0156 >= 0.01: noise, not an error
     (3, 3 * ONE_STEP, Result.FAIL, None),
 ])  # fmt: skip
-def test_bf16_one_and_two_steps_pass_three_fail(engine, steps, max_rel, result, note):
+def test_bf16_one_and_two_steps_pass_three_fail(metrics_engine, steps, max_rel, result, note):
     bench = np.array([1.0, 1.5, -1.0, 1.25], dtype=BF16)
     npu = np.array([1.0 + steps * ONE_STEP, 1.5, -1.0, 1.25], dtype=BF16)
     m, j = judged(npu, bench)
@@ -68,7 +58,7 @@ def test_bf16_one_and_two_steps_pass_three_fail(engine, steps, max_rel, result, 
     assert j.result is result and j.note == note
 
 
-def test_bf16_one_step_where_it_is_a_large_relative_error_passes_with_the_note(engine):
+def test_bf16_one_step_where_it_is_a_large_relative_error_passes_with_the_note(metrics_engine):
     # below the smallest normal (2^-126) bf16 keeps a fixed step of 2^-133: one step from 2^-133 doubles it
     tiny = 2.0**-133
     bench = np.array([1.0, tiny], dtype=BF16)
@@ -81,7 +71,7 @@ def test_bf16_one_step_where_it_is_a_large_relative_error_passes_with_the_note(e
     assert m.max_ulp_err == 3 and j.result is Result.FAIL
 
 
-def test_fp16_steps_are_2_to_the_minus_10_and_its_subnormal_floor_2_to_the_minus_24(engine):
+def test_fp16_steps_are_2_to_the_minus_10_and_its_subnormal_floor_2_to_the_minus_24(metrics_engine):
     bench = np.float16([1.0, 1.5, 2.0**-24, 0.0])
     npu = np.float16([1.0 + 2 * 2.0**-10, 1.5 + 2.0**-10, 3 * 2.0**-24, 2.0**-24])
     m, j = judged(npu, bench)
@@ -94,7 +84,7 @@ def test_fp16_steps_are_2_to_the_minus_10_and_its_subnormal_floor_2_to_the_minus
     assert m.max_ulp_err == 3 and j.result is Result.FAIL
 
 
-def test_fp32_steps_are_2_to_the_minus_23(engine):
+def test_fp32_steps_are_2_to_the_minus_23(metrics_engine):
     bench = np.float32([3.0, 2.0**-149 * 5])  # 3.0 lies in [2, 4): one step is 2^(1-23)
     npu = np.float32([3.0 + 2 * 2.0**-22, 2.0**-149 * 7])
     m, j = judged(npu, bench)
@@ -106,7 +96,7 @@ def test_fp32_steps_are_2_to_the_minus_23(engine):
     assert m.max_ulp_err == 3 and j.result is Result.FAIL
 
 
-def test_the_unit_is_the_lower_precision_side_a_bf16_ge_tensor_against_the_fx_float32_file(engine):
+def test_the_unit_is_the_lower_precision_side_a_bf16_ge_tensor_against_the_fx_float32_file(metrics_engine):
     bench = np.array([1.0, 1.5], dtype=BF16).astype(np.float32)  # the FX dumper's float32 copy of a bf16 tensor
     npu = np.array([1.0 + 2 * ONE_STEP, 1.5], dtype=BF16)
     m, j = judged(npu, bench)
@@ -119,7 +109,7 @@ def test_the_unit_is_the_lower_precision_side_a_bf16_ge_tensor_against_the_fx_fl
     assert m.ulp_unit.name == "fp16" and m.max_ulp_err == 1  # 2^-9 at 2.0 is one fp16 step (2^(1-10))
 
 
-def test_ints_have_no_ulp_and_keep_the_plain_rule(engine):
+def test_ints_have_no_ulp_and_keep_the_plain_rule(metrics_engine):
     m, j = judged(np.int32([100, 200]), np.int32([100, 201]))
     assert m.max_ulp_err is NA and m.ulp_unit is None
     assert j.result is Result.PASS  # MaxRelativeErr 0.005
@@ -127,7 +117,7 @@ def test_ints_have_no_ulp_and_keep_the_plain_rule(engine):
     assert m.max_ulp_err is NA and j.result is Result.FAIL and j.note is None
 
 
-def test_an_error_beyond_the_ulps_fails_as_before(engine):
+def test_an_error_beyond_the_ulps_fails_as_before(metrics_engine):
     bench = np.array(np.linspace(0.5, 4.0, 64), dtype=BF16)
     npu = (bench.astype(np.float32) * 1.05).astype(BF16)  # a real 5 % error
     m, j = judged(npu, bench)
@@ -160,7 +150,9 @@ def _random(rng, dtype, size):
     (np.float16, 10, -14), (BF16, 7, -126), (np.float32, 23, -126),
 ])  # fmt: skip
 @pytest.mark.parametrize("seed", range(4))
-def test_max_ulp_err_matches_a_forward_implementation_on_random_data(engine, dtype, mantissa, min_exponent, seed):
+def test_max_ulp_err_matches_a_forward_implementation_on_random_data(
+    metrics_engine, dtype, mantissa, min_exponent, seed
+):
     rng = np.random.default_rng(seed)
     bench = _random(rng, dtype, 5000)
     # the NPU: the bench a few steps off (next representable values)
@@ -177,7 +169,7 @@ def test_max_ulp_err_matches_a_forward_implementation_on_random_data(engine, dty
     assert m.max_ulp_err == pytest.approx(msprobe_ulp_err(npu, wide, mantissa, min_exponent), rel=1e-12)
 
 
-def test_matched_nan_and_inf_are_zeroed_before_the_ulps(engine):
+def test_matched_nan_and_inf_are_zeroed_before_the_ulps(metrics_engine):
     bench = np.float16([1.0, np.nan, np.inf, 1.5])
     npu = np.float16([1.0 + 2.0**-10, np.nan, np.inf, 1.5])
     m = tensor_metrics(npu, bench)
