@@ -1,4 +1,4 @@
-"""The optional C extension tcmp.compare._fused (compare/_fused.c): tensor mode's one-pass pair loop and the
+"""The optional C extension tcmp.summaries.compiled (summaries/compiled.c): tensor mode's one-pass pair loop and the
 summaries' moments loops. Everything else is declared in pyproject.toml. Without a C compiler the install still
 succeeds (`optional`) and tcmp computes the same numbers with numpy, several times slower."""
 
@@ -7,8 +7,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "tcmp.compare._fused",
-            sources=["compare/_fused.c"],
+            "tcmp.summaries.compiled",
+            sources=["summaries/compiled.c"],
             optional=True,
             # -fopenmp-simd: the `omp simd` reductions vectorize without -ffast-math (no OpenMP runtime);
             # -ffp-contract=off: no fused multiply-adds, so element-wise results equal numpy's bit for bit;

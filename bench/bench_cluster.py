@@ -33,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "clust
 
 from ray_nodes import RayCluster
 
-from tcmp.compare.cluster_run import run_cluster_compare
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
+from tcmp.compare.cluster.run import run_cluster_compare
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 

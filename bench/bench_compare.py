@@ -50,9 +50,10 @@ from typing import Optional
 from baseline import drop_cache, read_plainly
 from lean_floor import lean_floor
 
-from tcmp.compare import metrics
-from tcmp.compare.collect import collect
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
+from tcmp.compare.collect.inputs import collect
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge import metrics
+from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas import ge_dump
 from tcmp.schemas.host import usable_cpus
 from tcmp.schemas.synth.model import ModelConfig
@@ -119,7 +120,7 @@ def essential_work(target: Path, golden: Path) -> tuple[float, _Timed, _Timed]:
     format conversions timed call by call: (the compare's wall time, the loop, the conversions)."""
     fused, convert = metrics._fused, ge_dump.to_nd
     if fused is None:
-        raise SystemExit("tcmp.compare._fused is not built: no floor to measure")
+        raise SystemExit("tcmp.summaries.compiled is not built: no floor to measure")
     pair_sums, to_nd = _Timed(fused.pair_sums), _Timed(convert)
     metrics._fused = type("TimedFused", (), {"pair_sums": staticmethod(pair_sums)})
     ge_dump.to_nd = to_nd

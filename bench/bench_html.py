@@ -27,8 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tcmp.compare import page_assets
-from tcmp.compare.run import CompareOptions, run_compare
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.report import page_assets
+from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.host import usable_cpus
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario

@@ -50,11 +50,11 @@ from pathlib import Path
 
 from bench_compare import drop_from_cache, read_all, run_measured
 
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_dump import GeTensor, read_ge_dump
 from tcmp.schemas.ge_nano import NANO_INPUTS_TAG, NANO_OUTPUTS_TAG, NANO_TO_PROTO_DTYPE
 from tcmp.schemas.host import usable_cpus
-from tcmp.schemas.records import IO
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 

@@ -50,11 +50,11 @@ import numpy as np
 from baseline import read_plainly
 from isal.isal_zlib import crc32
 
-from tcmp.compare.moments import COMPILED, NUMPY, Engine, warm
-from tcmp.compare.summary import summarize_file
+from tcmp.schemas.dump_tree import DumpFile, locate
 from tcmp.schemas.index import IndexWriter, default_index_path
-from tcmp.schemas.layout import DumpFile, locate
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
+from tcmp.summaries.moments import COMPILED, NUMPY, Engine, warm
+from tcmp.summaries.summarize import summarize_file
 
 GE_STEP = "msprobe_ge_dump/worldsize1_global_rank0/20261129083000/0/graph_1_0/1/0"
 GM_DIR = "gm_20261129083000000000_dump"

@@ -27,15 +27,15 @@ import ml_dtypes
 import numpy as np
 from isal import isal_zlib
 
-from tcmp.compare import _fused
-from tcmp.compare.collect import CompareInputs
-from tcmp.compare.metrics import _FUSED_KINDS
-from tcmp.compare.units import Plan, plan_unit, plan_units
+from tcmp.compare.collect.inputs import CompareInputs
+from tcmp.compare.execute.units import Plan, plan_unit, plan_units
+from tcmp.compare.judge.metrics import _FUSED_KINDS
 from tcmp.schemas.dtypes import DataType, decode_payload
+from tcmp.schemas.dump_records import IO
+from tcmp.schemas.dump_tree import FileKind
 from tcmp.schemas.formats import PLAIN_FORMATS, to_nd
-from tcmp.schemas.layout import FileKind
 from tcmp.schemas.proto import DumpData
-from tcmp.schemas.records import IO
+from tcmp.summaries import compiled as _fused
 
 _FX_NAME = re.compile(r"(.+)\.(?:INPUT\.(\d+)(?:\.\d+)?|OUTPUT\.(\d+))\.(\d+)\.npy")
 _NPY_HEADER = re.compile(rb"\{'descr': '([<>|=][a-zA-Z]\d*)', 'fortran_order': False, 'shape': \(([\d, ]*)\), \} *\n")
@@ -46,7 +46,7 @@ _GE_DTYPES = {
     DataType.DT_INT32: np.dtype("<i4"),
     DataType.DT_INT64: np.dtype("<i8"),
 }  # the rest through tcmp's decoder
-_IMPORTS = "import numpy, ml_dtypes, isal.isal_zlib, tcmp.compare._fused, tcmp.schemas.formats, tcmp.schemas.proto"
+_IMPORTS = "import numpy, ml_dtypes, isal.isal_zlib, tcmp.summaries.compiled, tcmp.schemas.formats, tcmp.schemas.proto"
 
 # (dtype code, format, sub-format, device shape, original shape, offset of the payload in the file, bytes)
 GeTensor = tuple[int, int, int, tuple[int, ...], tuple[int, ...], int, int]

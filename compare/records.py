@@ -1,4 +1,5 @@
-"""Records flowing through the compare: tensor references, matched pairs, unmatched tensors and result rows."""
+"""Records flowing through the compare's stages: tensor references, matched pairs, unmatched tensors, the compare's
+error. The result rows the judge makes of pairs are in `judge.rows`."""
 
 from __future__ import annotations
 
@@ -6,12 +7,9 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpFile, FileKind
-from tcmp.schemas.records import IO, TensorSummary
-
-from .cast_check import CastCheck
-from .metrics import Cell, StatisticsMetrics, TensorMetrics
-from .verdict import Colour, Result
+from tcmp.compare.rules.cast_check import CastCheck
+from tcmp.schemas.dump_records import IO, TensorSummary
+from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS, DumpFile, FileKind
 
 
 class CompareError(Exception):
@@ -119,45 +117,3 @@ class Unmatched:
     path: str
     reason: str
     kind: UnmatchedKind
-
-
-@dataclass(frozen=True)
-class TensorStats:
-    dtype: Optional[str]
-    shape: Optional[tuple[int, ...]]
-    max: Optional[float]
-    min: Optional[float]
-    mean: Optional[float]
-    l2norm: Optional[float]
-    crc32: Optional[str]
-    nan_count: Optional[int] = None  # None: the source does not say (a stats CSV without the column)
-    inf_count: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of the result table."""
-
-    pair: Pair
-    npu: TensorStats
-    bench: TensorStats
-    tensor: Optional[TensorMetrics]
-    statistics: Optional[StatisticsMetrics]
-    result: Result
-    accuracy_reached: bool
-    messages: tuple[str, ...]
-    nan_inf_one_side: bool
-    from_index: bool = False  # the data came from summaries stored by `tcmp watch`, not raw files
-    colour: Colour = Colour.GREEN
-    unreadable: bool = False  # not compared: a file of the pair could not be read (truncated, corrupt, denied)
-
-    @property
-    def error_cell(self) -> Cell:
-        """The absolute error of this row for the magnitude rule: MaxAbsErr (tensor) or Max diff (statistics)."""
-        if self.tensor is not None:
-            return self.tensor.max_abs_err
-        if self.statistics is not None:
-            return self.statistics.max.diff
-        from .metrics import NA
-
-        return NA

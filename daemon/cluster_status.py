@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from tcmp.compare.cluster import alive_nodes, connected, import_ray, on_each_node
-from tcmp.compare.inventory import node_name
+from tcmp.compare.cluster.inventory import node_name
+from tcmp.compare.cluster.ray_executor import alive_nodes, connected, import_ray, on_each_node
+from tcmp.daemon.retention import format_size
+from tcmp.daemon.status import daemon_line, locate_index, watch_status
 from tcmp.schemas.index import IndexUnusable
-
-from .retention import format_size
-from .status import daemon_line, locate_index, watch_status
 
 COLUMNS = ("node", "indexed", "pending", "failed", "bytes freed", "daemon", "index")
 STATUS_TIMEOUT_S = 60.0

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from tcmp.compare.run import CompareOptions, CompareResult, run_compare
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.report.outcome import CompareOptions, CompareResult
+from tcmp.daemon.status import read_status
 from tcmp.schemas.index import IndexStatus, IndexUnusable, default_index_path
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
-
-from .status import read_status
 
 DEMO_FAULTS = (
     Fault("layers.1/MatMul_1", FaultKind.REL_ERROR, magnitude=0.03),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from .work import BatchDone
+from tcmp.daemon.work import BatchDone
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import Optional
 
-from tcmp.schemas.layout import INDEX_DIR
+from tcmp.schemas.dump_tree import INDEX_DIR
 
 DIRECTORY_MODE = 0o755  # others read the index (tcmp status, tcmp compare); nobody else writes it
 FILE_MODE = 0o644

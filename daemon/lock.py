@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .index_trust import WatchRefused, open_index_directory, open_own_file
+from tcmp.daemon.index_trust import WatchRefused, open_index_directory, open_own_file
 
 ACQUIRE_PATIENCE_S = 1.0  # a status probe holds its shared lock for microseconds
 _RETRY_S = 0.02

@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Optional
 
+from tcmp.daemon.writer_thread import RootIndex
+from tcmp.schemas.dump_tree import FileKind
 from tcmp.schemas.index import FileKey
-from tcmp.schemas.layout import FileKind
-
-from .writer import RootIndex
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0

@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from tcmp.daemon.threads import OwnThread
+from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS, DumpFile, classify_name
 from tcmp.schemas.index import FileKey
-from tcmp.schemas.layout import RAW_TENSOR_KINDS, DumpFile, classify_name
 from tcmp.schemas.under_root import DirectoryUnder, LeftTheRoot, names_below
-
-from .threads import OwnThread
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Optional
 
-from tcmp.schemas.layout import INDEX_DIR, classify_name
+from tcmp.schemas.dump_tree import INDEX_DIR, classify_name
 from tcmp.schemas.under_root import DirectoryUnder, LeftTheRoot
 
 _RECENT_NS = 2_000_000_000  # a directory modified this recently may change again within the same timestamp tick

@@ -25,17 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from tcmp.daemon.dispatch import Dispatcher, DispatchSettings
+from tcmp.daemon.examine import WorkerPool
+from tcmp.daemon.index_trust import WatchRefused
+from tcmp.daemon.inotify import Watcher
+from tcmp.daemon.retention import Deleter, RetentionPolicy, format_size
+from tcmp.daemon.trees import TreeClaim, claim_trees
+from tcmp.daemon.wording import counted
+from tcmp.daemon.writer_thread import IndexProblem, IndexWriterThread, RootIndex
 from tcmp.schemas.host import default_watch_workers
 from tcmp.schemas.index import daemon_state_now, default_index_path
-
-from .convert import WorkerPool
-from .dispatch import Dispatcher, DispatchSettings
-from .index_trust import WatchRefused
-from .retention import Deleter, RetentionPolicy, format_size
-from .trees import TreeClaim, claim_trees
-from .watch import Watcher
-from .wording import counted
-from .writer import IndexProblem, IndexWriterThread, RootIndex
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from tcmp.daemon.lock import LockHolder, LockState, probe
+from tcmp.daemon.retention import format_size
+from tcmp.daemon.wording import counted
 from tcmp.schemas.index import DaemonState, IndexStatus, IndexUnusable, find_index, open_index, unusable_because
-
-from .lock import LockHolder, LockState, probe
-from .retention import format_size
-from .wording import counted
 
 HEARTBEAT_STALE_S = 60.0  # the daemon writes a heartbeat every 15 s
 RATE_WINDOW_S = 60.0

@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from tcmp.daemon.index_trust import WatchRefused, open_own_file
+from tcmp.daemon.lock import LockHolder, LockState, probe
 from tcmp.schemas.index import default_index_path
-
-from .index_trust import WatchRefused, open_own_file
-from .lock import LockHolder, LockState, probe
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from tcmp.schemas.layout import FileKind
-
-from .convert import WorkerPool, WorkResult
-from .writer import RootIndex
+from tcmp.daemon.examine import WorkerPool, WorkResult
+from tcmp.daemon.writer_thread import RootIndex
+from tcmp.schemas.dump_tree import FileKind
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from typing import Optional
 
 import numpy as np
 
-from .ge_dump import GeDump
-from .ge_names import GeFileName
+from tcmp.schemas.ge_dump import GeDump
+from tcmp.schemas.ge_names import GeFileName
 
 _LXSLICE = re.compile(r"_lxslice(\d+)")
 _SGT_PREFIX = re.compile(r"^.*?sgt_graph_\d+_")

@@ -22,6 +22,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from tcmp.schemas import MMAP_THRESHOLD, SLOTS
+from tcmp.schemas.dump_records import IO, Completeness, TensorKind
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, NameParseError
 from tcmp.schemas.limits import MAX_NPY_HEADER_BYTES, MAX_NPY_NDIM, refusal
 from tcmp.schemas.pickle_scan import (
@@ -33,7 +34,6 @@ from tcmp.schemas.pickle_scan import (
     numpy_array_parts,
     scan_pickle,
 )
-from tcmp.schemas.records import IO, Completeness, TensorKind
 
 __all__ = [
     "FxFileName",

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from .errors import DumpError
-from .files import write_atomically
+from tcmp.schemas.errors import DumpError
+from tcmp.schemas.files import write_atomically
 
 FORMAT = "tcmp-fx-stacks"
 VERSION = 1

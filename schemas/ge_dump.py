@@ -47,11 +47,11 @@ from typing import Optional, Union
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from . import MMAP_THRESHOLD, proto
-from .dtypes import PayloadTooShort, bits_per_element, decode_payload, dtype_name
-from .errors import DumpCorrupt, DumpIncomplete, TensorNotDumped
-from .formats import format_name, to_nd
-from .records import IO, Completeness, LoadedTensor
+from tcmp.schemas import MMAP_THRESHOLD, proto
+from tcmp.schemas.dtypes import PayloadTooShort, bits_per_element, decode_payload, dtype_name
+from tcmp.schemas.dump_records import IO, Completeness, LoadedTensor
+from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, TensorNotDumped
+from tcmp.schemas.formats import format_name, to_nd
 
 LENGTH_PREFIX = struct.Struct("<Q")
 NANO_MAGIC = 0x5A5A5A5A
@@ -282,7 +282,7 @@ def read_ge_dump(path: PathLike) -> GeDump:
         file_size = os.fstat(handle.fileno()).st_size
         header_length, after = _read_prefix(handle, path, file_size)
         if len(after) >= 4 and struct.unpack_from("<I", after)[0] == NANO_MAGIC:
-            from .ge_nano import read_nano_header  # rare: lite SoCs only
+            from tcmp.schemas.ge_nano import read_nano_header  # rare: lite SoCs only
 
             if len(after) < header_length:
                 after += handle.read(header_length - len(after))

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import SLOTS
-from .errors import DumpCorrupt, NameParseError
+from tcmp.schemas import SLOTS
+from tcmp.schemas.errors import DumpCorrupt, NameParseError
 
 MAPPING_FILE = "mapping.csv"
 FFTS_TASK_TYPE = "4"

@@ -15,8 +15,8 @@ import struct
 from pathlib import Path
 from typing import Optional
 
-from .errors import DumpCorrupt
-from .records import IO
+from tcmp.schemas.dump_records import IO
+from tcmp.schemas.errors import DumpCorrupt
 
 NANO_INPUTS_TAG = 4
 NANO_OUTPUTS_TAG = 5
@@ -89,7 +89,7 @@ def _block(cursor: _Cursor, expected_tag: int, record: struct.Struct, io: IO):
 
 def read_nano_header(path: Path, header: bytes, header_length: int, file_size: int):
     """Decode a nano header into the same GeDump record the big-dump reader gives."""
-    from .ge_dump import LENGTH_PREFIX, GeDump, GeTensor, OriginalOp, _check_total
+    from tcmp.schemas.ge_dump import LENGTH_PREFIX, GeDump, GeTensor, OriginalOp, _check_total
 
     cursor = _Cursor(path, header)
     cursor.unpack(_U32, "magic")

@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import Optional, Union
 
 from tcmp.schemas.errors import GraphParseError
+from tcmp.schemas.graph_lines import line_view
+from tcmp.schemas.graph_names import GraphFileName, GraphKind, GraphNameForm, is_other_graph_dump, parse_graph_file_name
+from tcmp.schemas.graph_text import FIELD_CODES, ROOT, NotLineShaped, int_value, string_value
+from tcmp.schemas.graph_tokens import token_view
 from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES, refusal
 from tcmp.schemas.proto import GE_IR_DATA_TYPE
-
-from .graph_lines import line_view
-from .graph_names import GraphFileName, GraphKind, GraphNameForm, is_other_graph_dump, parse_graph_file_name
-from .graph_text import FIELD_CODES, ROOT, NotLineShaped, int_value, string_value
-from .graph_tokens import token_view
 
 __all__ = [
     "FxTensorName",

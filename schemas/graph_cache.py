@@ -21,8 +21,8 @@ import stat
 from pathlib import Path
 from typing import Optional
 
-from .files import Directory, write_atomically
-from .graph import Graph, GraphOp, GraphParseError, parse_graph_bytes, read_graph
+from tcmp.schemas.files import Directory, write_atomically
+from tcmp.schemas.graph import Graph, GraphOp, GraphParseError, parse_graph_bytes, read_graph
 
 CACHE_VERSION = 3  # 3: keyed by the file's identity, checked by its content hash, out of the dump tree
 

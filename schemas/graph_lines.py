@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from .graph_text import (
+from tcmp.schemas.graph_text import (
     _LINE_VALUE,
     _LITERAL,
     FIELD_CODES,

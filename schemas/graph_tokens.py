@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from .graph_text import FIELD_CODES, ROOT, Damage, Entry, position
+from tcmp.schemas.graph_text import FIELD_CODES, ROOT, Damage, Entry, position
 
 __all__ = ["TokenView", "token_view"]
 

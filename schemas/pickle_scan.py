@@ -12,7 +12,7 @@ import pickletools
 from dataclasses import dataclass
 from typing import Optional
 
-from tcmp.schemas.records import Completeness
+from tcmp.schemas.dump_records import Completeness
 
 TEXT_LIMIT = 200
 

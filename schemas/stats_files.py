@@ -37,12 +37,18 @@ from typing import Optional
 
 import numpy as np
 
-from .dtypes import DataType
-from .errors import DumpCorrupt, DumpIncomplete
-from .formats import Format
-from .fx_dump import parse_npy_header, read_fx_value
-from .limits import MAX_NPZ_MEMBER_BYTES, MAX_NPZ_MEMBERS, MAX_NPZ_TOTAL_BYTES, MAX_TENSORS_PER_FILE, refusal
-from .records import IO, Summary
+from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.dump_records import IO, Summary
+from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete
+from tcmp.schemas.formats import Format
+from tcmp.schemas.fx_dump import parse_npy_header, read_fx_value
+from tcmp.schemas.limits import (
+    MAX_NPZ_MEMBER_BYTES,
+    MAX_NPZ_MEMBERS,
+    MAX_NPZ_TOTAL_BYTES,
+    MAX_TENSORS_PER_FILE,
+    refusal,
+)
 
 BASE_COLUMNS = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape")
 STATS_COLUMNS = (

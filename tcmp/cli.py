@@ -282,10 +282,11 @@ def compare(
     verbose: Verbose = False,
 ) -> None:
     """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
-    from tcmp.compare.console import print_plan, print_summary
+    from tcmp.compare.execute.run import compare_workers, run_compare
+    from tcmp.compare.judge.verdict import Thresholds
     from tcmp.compare.records import CompareError
-    from tcmp.compare.run import CompareOptions, DataMode, compare_workers, run_compare
-    from tcmp.compare.verdict import Thresholds
+    from tcmp.compare.report.console import print_plan, print_summary
+    from tcmp.compare.report.outcome import CompareOptions, DataMode
 
     try:
         chosen = DataMode(data_mode)
@@ -327,10 +328,10 @@ def compare(
 def _compare_on_cluster(
     options, address: str, output_path: Path, highlight: bool, fail_on_diff: bool, html: bool
 ) -> None:
-    from tcmp.compare.cluster_run import run_cluster_compare
-    from tcmp.compare.cluster_summary import cluster_lines
-    from tcmp.compare.console import print_summary
+    from tcmp.compare.cluster.overview import cluster_lines
+    from tcmp.compare.cluster.run import run_cluster_compare
     from tcmp.compare.records import CompareError
+    from tcmp.compare.report.console import print_summary
 
     try:
         with _progress(percent=True) as progress:
@@ -369,7 +370,7 @@ def demo(
 ) -> None:
     """The main job on a built-in example: a simulated inference writes a synthetic GE dump (with injected faults)
     and its golden FX dump while `tcmp watch --drop-raw` condenses them; then the compare runs from the index."""
-    from tcmp.compare.console import print_summary
+    from tcmp.compare.report.console import print_summary
     from tcmp.daemon.demo import INCOMPLETE_TIMEOUT_S, DemoError, run_demo
     from tcmp.daemon.retention import format_size
 

@@ -138,7 +138,7 @@ def test_preparing_the_metadata_gives_no_build_backend_warning():
 
 @pytest.mark.slow
 def test_building_the_wheel_gives_no_build_backend_warning_and_ships_the_page_files(tmp_path):
-    """The build itself (`make install` builds an editable wheel): setuptools warned of compare/page_files, a
+    """The build itself (`make install` builds an editable wheel): setuptools warned of compare/report/page_files, a
     directory of data it took for an undeclared package."""
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(REPO)],
@@ -148,4 +148,4 @@ def test_building_the_wheel_gives_no_build_backend_warning_and_ships_the_page_fi
     assert "BuildBackendWarning" not in done.stderr + done.stdout, done.stderr
     (wheel,) = tmp_path.glob("tcmp-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {f"tcmp/compare/page_files/page.{ext}" for ext in ("css", "html", "js")} <= names
+    assert {f"tcmp/compare/report/page_files/page.{ext}" for ext in ("css", "html", "js")} <= names

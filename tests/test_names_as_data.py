@@ -115,7 +115,7 @@ def test_shown_escapes_each_unsafe_character_and_nothing_else():
               "plain", "", " ", "'", "a=b"],
 )  # fmt: skip
 def test_csv_cells_are_escaped_reversibly(value):
-    from tcmp.compare.table import text, unescaped
+    from tcmp.compare.report.table import text, unescaped
 
     cell = text(value)
     assert unescaped(cell) == value

@@ -21,8 +21,8 @@ sqlite3's executemany directly (several times faster per row). SQLite stores NaN
 held NaN (or -0.0, which it stores as 0.0) are flagged in `float_flags`.
 """
 
-from .reader import IndexedFile, IndexedProblem, IndexReader, IndexStatus, KnownFile, open_index
-from .schema import (
+from tcmp.schemas.index.reader import IndexedFile, IndexedProblem, IndexReader, IndexStatus, KnownFile, open_index
+from tcmp.schemas.index.schema import (
     INDEX_FILE,
     SCHEMA_VERSION,
     SLICES_AND_ELEMENTS_VERSION,
@@ -36,7 +36,7 @@ from .schema import (
     find_index,
     unusable_because,
 )
-from .writer import (
+from tcmp.schemas.index.writer import (
     CommitResult,
     DaemonState,
     ForgetRow,

@@ -11,12 +11,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Optional, Union
 
-from ..fx_dump import FxFileName, parse_fx_file_name
-from ..ge_names import GeFileName, hashed_stem, parse_ge_file_name, resolve_ge_file_name
-from ..graph import GraphOp
-from ..layout import DumpFile, FileKind, GraphFile
-from ..records import IO, Side, Summary, TensorKind, TensorSummary
-from .schema import FileKey, FileState
+from tcmp.schemas.dump_records import IO, Side, Summary, TensorKind, TensorSummary
+from tcmp.schemas.dump_tree import DumpFile, FileKind, GraphFile
+from tcmp.schemas.fx_dump import FxFileName, parse_fx_file_name
+from tcmp.schemas.ge_names import GeFileName, hashed_stem, parse_ge_file_name, resolve_ge_file_name
+from tcmp.schemas.graph import GraphOp
+from tcmp.schemas.index.schema import FileKey, FileState
 
 
 def _shape_text(shape: Optional[tuple[int, ...]]) -> Optional[str]:

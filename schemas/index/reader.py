@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Union
 
-from ..errors import DumpError
-from ..graph import Graph, parse_graph_file_name
-from ..layout import INDEX_DIR, DumpDir, DumpFile, GraphFile
-from ..records import FileSummary, Side, Summary, TensorSummary
-from .codec import (
+from tcmp.schemas.dump_records import FileSummary, Side, Summary, TensorSummary
+from tcmp.schemas.dump_tree import INDEX_DIR, DumpDir, DumpFile, GraphFile
+from tcmp.schemas.errors import DumpError
+from tcmp.schemas.graph import Graph, parse_graph_file_name
+from tcmp.schemas.index.codec import (
     KINDS,
     SIDES,
     STATES,
@@ -27,7 +27,7 @@ from .codec import (
     row_summary,
     tensor_summary,
 )
-from .schema import (
+from tcmp.schemas.index.schema import (
     FILES_SELECT,
     INDEX_FILE,
     OLDEST_READABLE_VERSION,
@@ -44,7 +44,7 @@ from .schema import (
     tensor_columns,
     unusable_because,
 )
-from .writer import DaemonState
+from tcmp.schemas.index.writer import DaemonState
 
 
 @dataclass(frozen=True)

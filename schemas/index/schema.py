@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional, Union
 from urllib.parse import quote
 
-from ..layout import INDEX_DIR
+from tcmp.schemas.dump_tree import INDEX_DIR
 
 # 2: tensors.original_op / original_op_index (a GE output's `original_op`); 3: files.dev (st_dev of the file read);
 # 4: files.ffts_attr (an FFTS+ slice file's slicing attribute, to merge slices' summaries as raw slices merge) and

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from ..graph import Graph
-from ..layout import RAW_TENSOR_KINDS, DumpFile, GraphFile
-from ..records import FileSummary
-from .codec import file_row, graph_op_row, json_or_none, tensor_rows
-from .schema import (
+from tcmp.schemas.dump_records import FileSummary
+from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS, DumpFile, GraphFile
+from tcmp.schemas.graph import Graph
+from tcmp.schemas.index.codec import file_row, graph_op_row, json_or_none, tensor_rows
+from tcmp.schemas.index.schema import (
     FILE_COLUMNS,
     SCHEMA_VERSION,
     TENSOR_COLUMNS,

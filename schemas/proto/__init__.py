@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from .descriptors import FILE_DESCRIPTOR_SET
+from tcmp.schemas.proto.descriptors import FILE_DESCRIPTOR_SET
 
 _POOL = descriptor_pool.DescriptorPool()
 for _file in descriptor_pb2.FileDescriptorSet.FromString(FILE_DESCRIPTOR_SET).file:

@@ -12,8 +12,7 @@ import struct
 from typing import Optional
 
 from tcmp.schemas.proto import GE_IR_DATA_TYPE
-
-from .graph_writer import GraphOpSpec, OutputSpec
+from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec
 
 __all__ = ["decoder_graph_specs"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .model import FX_SAVE_DTYPE, ArgKind, ModelGraph, ModelValues, TensorRef
+from tcmp.schemas.synth.model import FX_SAVE_DTYPE, ArgKind, ModelGraph, ModelValues, TensorRef
 
 FX_BASE_TIMESTAMP = 20261129083000000000  # %Y%m%d%H%M%S%f
 

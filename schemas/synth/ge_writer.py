@@ -23,11 +23,10 @@ from typing import Optional, Union
 import numpy as np
 
 from tcmp.schemas import proto
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.formats import Format
-from tcmp.schemas.records import IO
-
-from .dtype_encode import encode_values
-from .pack import pack
+from tcmp.schemas.synth.dtype_encode import encode_values
+from tcmp.schemas.synth.pack import pack
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import struct
 import zipfile
 from pathlib import Path
 
-from .graph_writer import GraphOpSpec, OutputSpec, build_graph_def, graph_text
+from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, build_graph_def, graph_text
 
 
 def npy_bytes_of(descr: str, shape: tuple[int, ...], payload: bytes) -> bytes:

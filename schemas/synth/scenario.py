@@ -29,15 +29,14 @@ from typing import Optional
 import numpy as np
 
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.formats import Format
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import GraphNameForm
-from tcmp.schemas.records import IO
-
-from .fx_writer import FxEra, FxWriter
-from .ge_writer import TensorSpec, write_ge_dump
-from .graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
-from .model import (
+from tcmp.schemas.synth.fx_writer import FxEra, FxWriter
+from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
+from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
+from tcmp.schemas.synth.model import (
     FusionGroup,
     GeOpDef,
     ModelConfig,

@@ -24,8 +24,8 @@ from typing import Optional
 import numpy as np
 
 from tcmp.schemas.dtypes import DataType, to_float32
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.formats import Format
-from tcmp.schemas.records import IO
 from tcmp.schemas.stats_files import SELECTABLE_STATISTICS, STATS_COLUMNS
 
 

@@ -235,6 +235,7 @@ def watch(db: Path, dirs: tuple[Path, ...]) -> None:
 
 def compare_here(target: Path, golden: Path, out: Path) -> None:
     """A local compare in one process (run on a node: what a user logged into it would run)."""
-    from tcmp.compare.run import CompareOptions, run_compare
+    from tcmp.compare.execute.run import run_compare
+    from tcmp.compare.report.outcome import CompareOptions
 
     run_compare(CompareOptions(target, golden), out)

@@ -24,9 +24,10 @@ from listening import listeners
 from ray_nodes import RayCluster, compare_here, kill_node, leftover_pids, watch
 
 import tcmp
-from tcmp.compare.cluster_run import run_cluster_compare
+from tcmp.compare.cluster.run import run_cluster_compare
+from tcmp.compare.execute.run import run_compare
 from tcmp.compare.records import CompareError
-from tcmp.compare.run import CompareOptions, run_compare
+from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 

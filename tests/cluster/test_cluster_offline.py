@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from tcmp.cli import with_cluster_address
-from tcmp.compare.cluster_summary import earliest_divergence
-from tcmp.compare.collect import GoldenKind
-from tcmp.compare.inventory import Holdings, NodeInventory, RankHolding, check_versions, plan_cluster
-from tcmp.compare.outcome import Counts, Divergence, RankResult
+from tcmp.compare.cluster.inventory import Holdings, NodeInventory, RankHolding, check_versions, plan_cluster
+from tcmp.compare.cluster.overview import earliest_divergence
+from tcmp.compare.collect.inputs import GoldenKind
 from tcmp.compare.records import CompareError
+from tcmp.compare.report.outcome import Counts, Divergence, RankResult
 
 
 def test_without_ray_the_cluster_option_says_what_to_install_in_one_line(tmp_path):
@@ -42,7 +42,8 @@ def test_cluster_without_an_address_is_auto(given, expected):
 
 
 def _divergence(rank, token, op, order, timestamp):
-    from tcmp.compare.records import Pair, Row
+    from tcmp.compare.judge.rows import Row
+    from tcmp.compare.records import Pair
 
     row = Row.__new__(Row)  # only `pair.order` is read of a divergence's rows
     pair = Pair.__new__(Pair)

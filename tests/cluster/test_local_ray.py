@@ -25,9 +25,9 @@ START_TIMEOUT_S = 120.0
 DRIVER = """
 import sys
 from pathlib import Path
-from tcmp.compare.cluster import connected
-from tcmp.compare.cluster_run import run_cluster_compare
-from tcmp.compare.run import CompareOptions
+from tcmp.compare.cluster.ray_executor import connected
+from tcmp.compare.cluster.run import run_cluster_compare
+from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 data = Path(sys.argv[1])

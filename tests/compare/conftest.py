@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fx_dumps import DumpPair
 
-from tcmp.compare import metrics
+from tcmp.compare.judge import metrics
 
 
 @pytest.fixture(params=["compiled", "numpy"])
@@ -20,7 +20,7 @@ def metrics_engine(request, monkeypatch) -> str:
     """The tensor metrics' engine: the compiled loop (`_fused`), then numpy alone."""
     if request.param == "compiled":
         # the dev install builds the extension: a silent fallback would leave the compiled loop untested
-        assert metrics._fused is not None, "tcmp.compare._fused is not built (pip install -e . needs a C compiler)"
+        assert metrics._fused is not None, "tcmp.summaries.compiled is not built (pip install -e . needs a C compiler)"
     else:
         monkeypatch.setattr(metrics, "_fused", None)
     return request.param

@@ -18,10 +18,12 @@ from typing import Optional, Union
 
 import numpy as np
 
-from tcmp.compare.records import Role, Row, Unmatched, UnmatchedKind
-from tcmp.compare.run import CompareOptions, CompareResult, run_compare
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.rows import Row
+from tcmp.compare.records import Role, Unmatched, UnmatchedKind
+from tcmp.compare.report.outcome import CompareOptions, CompareResult
 from tcmp.schemas.dtypes import DataType
-from tcmp.schemas.records import IO
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
 

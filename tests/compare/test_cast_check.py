@@ -10,16 +10,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.cast_check import cast_check_for, expected_output, expected_summary
-from tcmp.compare.metrics import Mode
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
-from tcmp.compare.table import row_cells
-from tcmp.compare.verdict import Result
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.metrics import Mode
+from tcmp.compare.judge.verdict import Result
+from tcmp.compare.report.outcome import CompareOptions, DataMode
+from tcmp.compare.report.table import row_cells
+from tcmp.compare.rules.cast_check import cast_check_for, expected_output, expected_summary
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.dump_records import Summary
 from tcmp.schemas.ge_dump import open_ge_dump
-from tcmp.schemas.records import Summary
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario

@@ -24,8 +24,9 @@ from typing import Optional
 
 import pytest
 
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
-from tcmp.compare.verdict import Result
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.verdict import Result
+from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, FxEra, Scenario, ScenarioConfig, write_scenario

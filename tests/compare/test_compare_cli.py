@@ -11,7 +11,7 @@ import openpyxl
 import pytest
 
 from tcmp.compare.records import UnmatchedKind
-from tcmp.compare.table import text
+from tcmp.compare.report.table import text
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 
@@ -106,7 +106,7 @@ def test_runtime_errors_exit_3_with_one_line(cli, scenario, tmp_path):
 
 
 def test_an_unforeseen_error_exits_3_with_one_line(scenario, tmp_path, monkeypatch, capsys):
-    import tcmp.compare.run as run
+    import tcmp.compare.execute.run as run
     from tcmp import cli
 
     def broken(*args, **kwargs):
@@ -125,7 +125,7 @@ def test_an_unforeseen_error_exits_3_with_one_line(scenario, tmp_path, monkeypat
 
 
 def test_no_partial_report_when_the_compare_fails(cli, scenario, tmp_path, monkeypatch):
-    import tcmp.compare.xlsx as xlsx
+    import tcmp.compare.report.xlsx as xlsx
 
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")

@@ -11,15 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import CompareError
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
-from tcmp.compare.verdict import Result
+from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
 from tcmp.schemas.dtypes import to_float32
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.ge_dump import open_ge_dump
 from tcmp.schemas.index import open_index
-from tcmp.schemas.records import IO
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 from tcmp.schemas.synth.stats_csv import CONFIG_NAMES, AdumpStatsWriter
@@ -96,7 +97,7 @@ def test_mixed_raw_and_index_and_explicit_db(tmp_path):
 
 def test_graphs_come_from_the_index(scenario, monkeypatch):
     watch_once(scenario.root, drop_raw=False)
-    import tcmp.compare.binding as binding
+    import tcmp.compare.collect.binding as binding
 
     def no_parsing(*args, **kwargs):
         raise AssertionError("the graph was parsed again although the index holds it")

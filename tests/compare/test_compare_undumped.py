@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import Role, UnmatchedKind
-from tcmp.compare.run import CompareOptions, run_compare
-from tcmp.compare.verdict import Result
+from tcmp.compare.report.outcome import CompareOptions
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
-from tcmp.schemas.records import IO
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, Undumped, write_scenario
 

@@ -5,12 +5,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.evaluate import Loaded, TensorLoader, Unavailable, _at_npu_precision, _in_npu_shape, evaluate
-from tcmp.compare.metrics import EMPTY_BOTH, Mode
+from tcmp.compare.judge.evaluate import Loaded, TensorLoader, Unavailable, _at_npu_precision, _in_npu_shape, evaluate
+from tcmp.compare.judge.metrics import EMPTY_BOTH, Mode
+from tcmp.compare.judge.verdict import Result, Thresholds
 from tcmp.compare.records import Pair, TensorRef
-from tcmp.compare.verdict import Result, Thresholds
-from tcmp.schemas.layout import DumpFile, locate
-from tcmp.schemas.records import IO, Summary, TensorKind, TensorSummary
+from tcmp.schemas.dump_records import IO, Summary, TensorKind, TensorSummary
+from tcmp.schemas.dump_tree import DumpFile, locate
 
 
 def scalar_summary(value: float) -> Summary:

@@ -22,17 +22,18 @@ import numpy as np
 import pytest
 from fx_dumps import DumpPair, data, op, out, values
 
-from tcmp.compare.fx_side import FileShape, FxSide
-from tcmp.compare.metrics import EMPTY_BOTH
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
-from tcmp.compare.summary import summarize_file
-from tcmp.compare.verdict import Result
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.metrics import EMPTY_BOTH
+from tcmp.compare.judge.verdict import Result
+from tcmp.compare.match.fx_side import FileShape, FxSide
+from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
-from tcmp.schemas.layout import DumpFile, locate
-from tcmp.schemas.records import IO
+from tcmp.schemas.dump_records import IO
+from tcmp.schemas.dump_tree import DumpFile, locate
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
+from tcmp.summaries.summarize import summarize_file
 
 RERUN = "layers.1/MatMul_1"
 FFTS_OPS = ("Gelu_0", "MatMul_0")

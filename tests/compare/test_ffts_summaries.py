@@ -13,20 +13,21 @@ import numpy as np
 import pytest
 from fx_dumps import F16, GE_RANK_DIR, DumpPair, data, op, out, values
 
-from tcmp.compare.ffts_summaries import merged_slice_tensors
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
-from tcmp.compare.summary import summarize_file
-from tcmp.compare.summary_merge import CRC_UNKNOWN
-from tcmp.compare.verdict import Result
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.verdict import Result
+from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.dump_records import IO, Side
+from tcmp.schemas.dump_tree import DumpFile, FileKind
 from tcmp.schemas.ffts import SliceFile, merge_ffts_slices
 from tcmp.schemas.ge_dump import open_ge_dump
 from tcmp.schemas.ge_names import parse_ge_file_name
-from tcmp.schemas.layout import DumpFile, FileKind
-from tcmp.schemas.records import IO, Side
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
+from tcmp.summaries.ffts import merged_slice_tensors
+from tcmp.summaries.merge import CRC_UNKNOWN
+from tcmp.summaries.summarize import summarize_file
 
 TS = 1764400000000000
 

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 from fx_dumps import Outcome, _spec, data, op, out, values
 
-from tcmp.compare.fusion import NameSplitter
+from tcmp.compare.collect.fusion import NameSplitter
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import Role, UnmatchedKind
-from tcmp.compare.run import CompareOptions, run_compare
-from tcmp.compare.verdict import Result
-from tcmp.schemas.records import IO
+from tcmp.compare.report.outcome import CompareOptions
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.synth.ge_writer import write_ge_dump
 from tcmp.schemas.synth.graph_writer import graph_file_name, write_graph
 

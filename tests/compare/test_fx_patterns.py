@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 from fx_dumps import F16, I8, DumpPair, by_design, data, op, out, values
 
-from tcmp.compare.verdict import Result
-from tcmp.schemas.records import IO
+from tcmp.compare.judge.verdict import Result
+from tcmp.schemas.dump_records import IO
 
 ANCHOR = "npu_add_rms_norm-npu.npu_add_rms_norm.default"
 VIEW, VIEW_1 = "view-aten.view.default", "view_1-aten.view.default"

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from fx_dumps import F16, I64, DumpPair, by_design, data, op, out, values
 
-from tcmp.compare.verdict import Result
-from tcmp.schemas.records import IO
+from tcmp.compare.judge.verdict import Result
+from tcmp.schemas.dump_records import IO
 
 MUL = "mul-aten.mul.Tensor"
 ADD = "add-aten.add.Tensor"

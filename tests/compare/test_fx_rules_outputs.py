@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from fx_dumps import F16, I64, DumpPair, by_design, data, op, out, values
 
+from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import UnmatchedKind
-from tcmp.compare.torchair_rules import PATTERN_BY_FUSED
-from tcmp.compare.verdict import Result
+from tcmp.compare.rules.torchair import PATTERN_BY_FUSED
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
-from tcmp.schemas.records import IO
+from tcmp.schemas.dump_records import IO
 
 NEG = "neg-aten.neg.default"
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 from fx_dumps import FX_RANK_DIR, by_design, data, op, out, values
 
-from tcmp.compare.executions import fx_calls
-from tcmp.compare.fx_side import FxSide
+from tcmp.compare.judge.verdict import Result
+from tcmp.compare.match.executions import fx_calls
+from tcmp.compare.match.fx_side import FxSide
 from tcmp.compare.records import UnmatchedKind
-from tcmp.compare.verdict import Result
-from tcmp.schemas.layout import scan_directory
-from tcmp.schemas.records import IO, Side, Summary, TensorKind, TensorSummary
+from tcmp.schemas.dump_records import IO, Side, Summary, TensorKind, TensorSummary
+from tcmp.schemas.dump_tree import scan_directory
 
 ADD = "add_2-aten.add.Tensor"
 TANH, NEG = "tanh-aten.tanh.default", "neg-aten.neg.default"

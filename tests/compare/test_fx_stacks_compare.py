@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from tcmp.compare.run import CompareOptions, run_compare
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.fx_stacks import FxStackGraph, write_stack_file
 from tcmp.schemas.graph import parse_graph_file_name, read_graph
 from tcmp.schemas.synth.model import ModelConfig

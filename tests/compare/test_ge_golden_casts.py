@@ -8,12 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import Role, UnmatchedKind
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
-from tcmp.compare.verdict import Result
+from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.ge_dump import open_ge_dump
-from tcmp.schemas.records import IO
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario

@@ -8,8 +8,9 @@ import shutil
 
 import pytest
 
+from tcmp.compare.execute.run import run_compare
 from tcmp.compare.records import CompareError
-from tcmp.compare.run import CompareOptions, run_compare
+from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
@@ -91,7 +92,7 @@ def test_a_fusion_on_golden_of_a_fusion_off_target_is_told_by_its_fused_ops(scen
 def test_fused_ops_by_type_joined_names_and_truncated_names():
     """Hand-made names (spec/dump-formats.md §3.1: UB fusions are named by joining their members' names, or
     `{first}_ub_fusion` past 512 characters; automatic UB fusion has the type AutomaticBufferFusionOp)."""
-    from tcmp.compare.guidance import fused_ops, golden_looks_fused
+    from tcmp.compare.collect.guidance import fused_ops, golden_looks_fused
 
     unfused = ["MatMul_0", "Add_1", "Conv_1", "Relu_2", "Mul_3"]
     ops = [

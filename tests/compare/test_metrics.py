@@ -4,7 +4,7 @@ spec (float64 cosine/EucDist/MaxAbsErr; relative errors in msprobe's result type
 rounding), and checked against the value the spec table prints. msprobe rounds a cosine above 0.9999 to 6 decimals
 as well; tcmp does not (README, "Numbers"), so its cosine is checked to round to msprobe's printed one.
 
-Every test here runs twice: with the compiled pair loop (compare/_fused.c) and with the numpy path that stands in
+Every test here runs twice: with the compiled pair loop (summaries/compiled.c) and with the numpy path that stands in
 where that extension is not built."""
 
 from __future__ import annotations
@@ -17,15 +17,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcmp.compare.metrics import NA, StatDiff, fused_metrics, statistics_metrics, tensor_metrics
-from tcmp.compare.verdict import Colour, Result, Thresholds, colour, judge_statistics, judge_tensor, magnitude_jump
-from tcmp.schemas.records import Summary
+from tcmp.compare.judge.metrics import NA, StatDiff, fused_metrics, statistics_metrics, tensor_metrics
+from tcmp.compare.judge.verdict import (
+    Colour,
+    Result,
+    Thresholds,
+    colour,
+    judge_statistics,
+    judge_tensor,
+    magnitude_jump,
+)
+from tcmp.schemas.dump_records import Summary
 
 pytestmark = pytest.mark.usefixtures("metrics_engine")  # every test with each engine (conftest)
 
 
 def spec_metrics(npu, bench):
-    """The §1.2 formulas, written out independently of tcmp.compare.metrics."""
+    """The §1.2 formulas, written out independently of tcmp.compare.judge.metrics."""
     n, b = np.asarray(npu), np.asarray(bench)
     # bfloat16 is widened to float32 exactly (its bits are the top half of a float32's), then treated as float32
     n, b = (x.view(np.uint16).astype(np.uint32) << 16 if x.dtype == ml_dtypes.bfloat16 else x for x in (n, b))

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tcmp.compare import moments
-from tcmp.compare.moments import BLOCK, COMPILED, NUMPY
+from tcmp.summaries import moments
+from tcmp.summaries.moments import BLOCK, COMPILED, NUMPY
 
 SIZES = [1, 7, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 17]
 
@@ -68,9 +68,9 @@ def test_zero_signs(engine):
 def test_without_the_extension_the_compiled_engine_is_numpy_and_says_so():
     """Installed without a C compiler: the daemon keeps summarizing, with numpy, and says so once at warm-up."""
     code = (
-        "import logging, sys; sys.modules['tcmp.compare._fused'] = None; logging.basicConfig()\n"
+        "import logging, sys; sys.modules['tcmp.summaries.compiled'] = None; logging.basicConfig()\n"
         "import numpy as np\n"
-        "from tcmp.compare.moments import COMPILED, NUMPY, warm\n"
+        "from tcmp.summaries.moments import COMPILED, NUMPY, warm\n"
         "warm(COMPILED); warm(NUMPY)\n"
         "values = np.array([2, -1, 5], np.float32)\n"
         "assert COMPILED.float32(values) == NUMPY.float32(values) == (-1.0, 5.0, 6.0, 30.0)\n"
@@ -80,14 +80,14 @@ def test_without_the_extension_the_compiled_engine_is_numpy_and_says_so():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert [line for line in result.stderr.splitlines() if "summarizing with numpy" in line] == [
-        "WARNING:tcmp.compare.moments:compiled summary loops not built (tcmp.compare._fused: no C compiler at "
+        "WARNING:tcmp.summaries.moments:compiled summary loops not built (tcmp.summaries.compiled: no C compiler at "
         "install); summarizing with numpy, 2-3x slower"
     ]
 
 
 def test_compiled_engine_is_built_and_reads_unaligned_chunks():
-    assert moments._fused is not None, "tcmp.compare._fused is not built (pip install -e . needs a C compiler)"
-    source = Path(moments.__file__).with_name("_fused.c")
+    assert moments._fused is not None, "tcmp.summaries.compiled is not built (pip install -e . needs a C compiler)"
+    source = Path(moments.__file__).with_name("compiled.c")
     # the build is optional: a failed rebuild after an edit leaves the previous module in place, untested
     assert Path(moments._fused.__file__).stat().st_mtime >= source.stat().st_mtime, "stale: run pip install -e ."
     values = _values(3 * BLOCK + 5, "mixed", np.float32)

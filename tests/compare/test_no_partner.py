@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from fx_dumps import by_design, data, op, out, values
 
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import Role, UnmatchedKind
-from tcmp.compare.run import CompareOptions, run_compare
-from tcmp.compare.verdict import Result
-from tcmp.schemas.records import IO
+from tcmp.compare.report.outcome import CompareOptions
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 

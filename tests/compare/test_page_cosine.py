@@ -10,10 +10,11 @@ import csv
 import numpy as np
 from test_report_page import payload
 
-from tcmp.compare.run import CompareOptions, run_compare
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.ge_dump import open_ge_dump
-from tcmp.schemas.records import IO
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 

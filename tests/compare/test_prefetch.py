@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tcmp.compare import prefetch
-from tcmp.schemas.layout import FileKind
+from tcmp.compare.execute import prefetch
+from tcmp.schemas.dump_tree import FileKind
 
 PROBE = prefetch._in_page_cache  # the real probe, which the fixture below replaces in the module
 

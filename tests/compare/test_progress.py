@@ -7,11 +7,12 @@ import queue
 
 import pytest
 
-from tcmp.compare import local_pool, progress, units
-from tcmp.compare.collect import collect
-from tcmp.compare.metrics import Mode
-from tcmp.compare.run import CompareOptions, run_compare
-from tcmp.compare.verdict import Thresholds
+from tcmp.compare.collect.inputs import collect
+from tcmp.compare.execute import local_pool, progress, units
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.metrics import Mode
+from tcmp.compare.judge.verdict import Thresholds
+from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 

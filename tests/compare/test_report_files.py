@@ -17,8 +17,9 @@ import openpyxl
 import pytest
 from openpyxl.utils import get_column_letter
 
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
-from tcmp.compare.table import NAN_INF_COLUMNS, STATISTICS_COLUMNS, number
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.report.outcome import CompareOptions, DataMode
+from tcmp.compare.report.table import NAN_INF_COLUMNS, STATISTICS_COLUMNS, number
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 

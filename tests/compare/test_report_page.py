@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from e2e_faults import FAULTS
 
-from tcmp.compare import page_assets
-from tcmp.compare.page_graph import TableOp, page_graph
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.report import page_assets
+from tcmp.compare.report.outcome import CompareOptions, DataMode
+from tcmp.compare.report.page_graph import TableOp, page_graph
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, ScenarioConfig, write_scenario
@@ -313,7 +314,7 @@ def test_a_name_with_quotes_tags_and_entities_shows_as_it_is_in_the_hover_and_th
 
 
 def test_only_a_chart_drawn_with_webgl_lets_the_page_evaluate_code(browser, report, tmp_path, monkeypatch):
-    from tcmp.compare import page as page_module
+    from tcmp.compare.report import page as page_module
 
     written = report[0]
     dump = written.csv.parent.parent / "dump"

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 from fx_dumps import _spec, by_design, data, op, out, values
 
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import Role, UnmatchedKind
-from tcmp.compare.run import CompareOptions, DataMode, run_compare
-from tcmp.compare.verdict import Result
+from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.ge_dump import read_ge_dump
-from tcmp.schemas.records import IO
 from tcmp.schemas.synth.ge_writer import write_ge_dump
 from tcmp.schemas.synth.graph_writer import graph_file_name, write_graph
 from tcmp.schemas.synth.model import ModelConfig

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tcmp.compare.moments import COMPILED, NUMPY
-from tcmp.compare.summary import CHUNK, summarize
+from tcmp.summaries.moments import COMPILED, NUMPY
+from tcmp.summaries.summarize import CHUNK, summarize
 
 F16_CHUNK = max(NUMPY.float16_chunk, COMPILED.float16_chunk)
 # squares are summed in float32: by numpy's BLAS dot over a whole chunk (a few lanes of up to thousands of

@@ -10,8 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.summary import summarize
-from tcmp.compare.summary_merge import CRC_UNKNOWN, canonical_itemsize, crc32_combine, merge_summaries
+from tcmp.summaries.merge import CRC_UNKNOWN, canonical_itemsize, crc32_combine, merge_summaries
+from tcmp.summaries.summarize import summarize
 
 
 @pytest.mark.parametrize("lengths", [(0, 5), (5, 0), (1, 1), (7, 1000), (4096, 3), (100_000, 77_777)])

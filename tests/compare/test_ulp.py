@@ -18,12 +18,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.console import legend
-from tcmp.compare.metrics import NA, Mode, tensor_metrics
-from tcmp.compare.run import CompareOptions, run_compare
-from tcmp.compare.table import columns
-from tcmp.compare.ulp import RULE
-from tcmp.compare.verdict import Result, Thresholds, judge_tensor
+from tcmp.compare.execute.run import run_compare
+from tcmp.compare.judge.metrics import NA, Mode, tensor_metrics
+from tcmp.compare.judge.verdict import Result, Thresholds, judge_tensor
+from tcmp.compare.report.console import legend
+from tcmp.compare.report.outcome import CompareOptions
+from tcmp.compare.report.table import columns
+from tcmp.compare.rules.ulp import RULE
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario

@@ -12,15 +12,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.executions import GeExecution, TensorMeta
-from tcmp.compare.fusion import GraphView
-from tcmp.compare.match_context import carried_precision
-from tcmp.compare.metrics import statistics_metrics, tensor_metrics
-from tcmp.compare.ulp import RULE, StatValues
-from tcmp.compare.verdict import Result, StatisticsNoise, Thresholds, judge_statistics, judge_tensor
+from tcmp.compare.collect.fusion import GraphView
+from tcmp.compare.judge.metrics import statistics_metrics, tensor_metrics
+from tcmp.compare.judge.verdict import Result, StatisticsNoise, Thresholds, judge_statistics, judge_tensor
+from tcmp.compare.match.context import carried_precision
+from tcmp.compare.match.executions import GeExecution, TensorMeta
+from tcmp.compare.rules.ulp import RULE, StatValues
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.dump_records import IO, Summary
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge, OutputDesc
-from tcmp.schemas.records import IO, Summary
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BF16_UNIT = next(t for t in RULE.table if t.name == "bf16")

@@ -29,7 +29,7 @@ from tcmp.daemon.capture import (
     npu_backend,
     write_fusion_off_switch,
 )
-from tcmp.schemas.layout import FX_ROOT_NAMES, GE_ROOT_NAMES
+from tcmp.schemas.dump_tree import FX_ROOT_NAMES, GE_ROOT_NAMES
 
 
 class _Options:

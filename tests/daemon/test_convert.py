@@ -12,7 +12,7 @@ from concurrent.futures import Future
 import numpy as np
 from daemon_testlib import crc, fx_path, npy_bytes, write_fx
 
-from tcmp.daemon.convert import Failed, GraphParsed, NotReady, Skipped, Summarized, Vanished, WorkerPool, examine
+from tcmp.daemon.examine import Failed, GraphParsed, NotReady, Skipped, Summarized, Vanished, WorkerPool, examine
 from tcmp.schemas.graph import read_graph
 from tcmp.schemas.index import FileKey
 from tcmp.schemas.synth.ge_writer import TensorSpec, encode_ge_dump
@@ -122,7 +122,7 @@ def test_warm_up_reports_ready_failed_or_nothing_when_stopped_first(monkeypatch,
     daemon stopped before its workers were up."""
     raised: list = []
     monkeypatch.setattr(threading, "excepthook", raised.append)
-    caplog.set_level(logging.INFO, logger="tcmp.daemon.convert")
+    caplog.set_level(logging.INFO, logger="tcmp.daemon.examine")
     for outcome in ("ready", "failed", "cancelled"):
         pool = WorkerPool(0)
         future: Future = Future()

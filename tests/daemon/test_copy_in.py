@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from daemon_testlib import fx_path, index_rows, npy_bytes, wait_until, worker_pids, write_fx
 
+from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS, classify_name
 from tcmp.schemas.index import default_index_path
-from tcmp.schemas.layout import RAW_TENSOR_KINDS, classify_name
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 

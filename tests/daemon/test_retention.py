@@ -13,8 +13,8 @@ import pytest
 from daemon_testlib import fx_path, npy_bytes, write_fx
 
 from tcmp.daemon.retention import Deleter, Deletion, DeletionFailed, RawBudget, RetentionPolicy, parse_size
+from tcmp.schemas.dump_tree import DumpFile, locate
 from tcmp.schemas.index import FileKey
-from tcmp.schemas.layout import DumpFile, locate
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,8 @@ from daemon_testlib import fx_path, is_zombie, npy_bytes, wait_until, write_fx
 
 from tcmp.daemon.lock import IndexLock, LockState
 from tcmp.daemon.status import daemon_running, status_lines, watch_status
+from tcmp.schemas.dump_records import IO, FileSummary, Summary, TensorKind, TensorSummary
+from tcmp.schemas.dump_tree import locate
 from tcmp.schemas.index import (
     DaemonState,
     FileKey,
@@ -28,8 +30,6 @@ from tcmp.schemas.index import (
     default_index_path,
     open_index,
 )
-from tcmp.schemas.layout import locate
-from tcmp.schemas.records import IO, FileSummary, Summary, TensorKind, TensorSummary
 
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} (DEBUG|INFO|WARNING|ERROR) tcmp\.")
 

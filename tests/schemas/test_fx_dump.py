@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.lib import format as npy_format
 
+from tcmp.schemas.dump_records import IO, Completeness, TensorKind
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, NameParseError
 from tcmp.schemas.fx_dump import (
     FxFileName,
@@ -21,7 +22,6 @@ from tcmp.schemas.fx_dump import (
     read_fx_value,
     read_npy_header,
 )
-from tcmp.schemas.records import IO, Completeness, TensorKind
 
 TS = "20250301123456789012"
 

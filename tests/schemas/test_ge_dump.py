@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from tcmp.schemas import proto
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.dump_records import IO, Completeness
 from tcmp.schemas.errors import DumpCorrupt, DumpError, DumpIncomplete
 from tcmp.schemas.formats import Format
 from tcmp.schemas.ge_dump import ge_dump_completeness, open_ge_dump, read_ge_dump
-from tcmp.schemas.records import IO, Completeness
 from tcmp.schemas.synth.dtype_encode import SUPPORTED_ENCODE_DTYPES
 from tcmp.schemas.synth.ge_writer import TensorSpec, encode_ge_dump, encode_nano_dump, write_ge_dump
 

@@ -17,9 +17,9 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.dump_records import IO, Completeness
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, TensorNotDumped
 from tcmp.schemas.ge_dump import ge_dump_completeness, open_ge_dump, read_ge_dump
-from tcmp.schemas.records import IO, Completeness
 from tcmp.schemas.synth.ge_writer import NotDumped, TensorSpec, encode_ge_dump
 
 DT = DataType

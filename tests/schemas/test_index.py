@@ -18,6 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tcmp.schemas.dump_records import IO, FileSummary, Summary, TensorKind, TensorSummary
+from tcmp.schemas.dump_tree import INDEX_DIR, DumpFile, GraphFile, discover, locate
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge, OutputDesc, read_graph
 from tcmp.schemas.index import (
     INDEX_FILE,
@@ -36,8 +38,6 @@ from tcmp.schemas.index import (
     find_index,
     open_index,
 )
-from tcmp.schemas.layout import INDEX_DIR, DumpFile, GraphFile, discover, locate
-from tcmp.schemas.records import IO, FileSummary, Summary, TensorKind, TensorSummary
 from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
@@ -147,7 +147,7 @@ def test_rebuilt_dump_files_equal_what_locate_gives_for_every_name_form(root):
 
 
 def test_a_whole_synthetic_dump_round_trips(tmp_path):
-    from tcmp.compare.summary import summarize_file
+    from tcmp.summaries.summarize import summarize_file
 
     scenario = write_scenario(tmp_path / "run", ScenarioConfig())
     root = Path(os.path.realpath(scenario.target))

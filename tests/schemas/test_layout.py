@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tcmp.schemas.ge_names import GeNameForm
-from tcmp.schemas.graph import GraphKind, GraphNameForm
-from tcmp.schemas.layout import (
+from tcmp.schemas.dump_records import IO, Side
+from tcmp.schemas.dump_tree import (
     DumpFile,
     FileKind,
     GraphFile,
@@ -28,7 +27,8 @@ from tcmp.schemas.layout import (
     other_graph_dumps,
     outline,
 )
-from tcmp.schemas.records import IO, Side
+from tcmp.schemas.ge_names import GeNameForm
+from tcmp.schemas.graph import GraphKind, GraphNameForm
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import FxEra, ScenarioConfig, write_scenario
 

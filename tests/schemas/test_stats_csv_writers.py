@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tcmp.schemas.dump_records import IO, Summary
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete
-from tcmp.schemas.records import IO, Summary
 from tcmp.schemas.stats_files import SummaryTensor, read_stats_csv
 from tcmp.schemas.synth.stats_csv import AdumpStatsWriter, DumpedTensor, aicpu_stats_csv
 

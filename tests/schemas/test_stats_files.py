@@ -10,8 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tcmp.schemas.dump_records import IO
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete
-from tcmp.schemas.records import IO
 from tcmp.schemas.stats_files import read_fx_min_max_npy, read_ge_min_max_npz, read_stats_csv
 
 HEADER = (

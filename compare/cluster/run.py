@@ -1,0 +1,112 @@
+"""`tcmp compare --cluster`: the driver. Every alive node's inventory, one place per rank, the units as Ray tasks
+(cluster.RayExecutor), their rows streamed into the same report files a local compare writes (accumulate.py), and
+the cluster summary. A rank that could not be finished gets no report files; the result says so."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import tcmp
+from tcmp.compare.cluster.inventory import check_versions, plan_cluster
+from tcmp.compare.cluster.overview import NotCompared, cluster_summary, write_cluster_summary
+from tcmp.compare.cluster.page import cluster_page_html, write_cluster_page
+from tcmp.compare.cluster.ray_executor import (
+    RayExecutor,
+    RemoteUnit,
+    alive_nodes,
+    connected,
+    rank_bindings,
+    take_inventories,
+)
+from tcmp.compare.execute.accumulate import ResultStream
+from tcmp.compare.execute.executor import UnitJob
+from tcmp.compare.execute.progress import ProgressCallback, ProgressTracker
+from tcmp.compare.execute.run import add_directory_items, compiled_loop_note, resolve_mode
+from tcmp.compare.records import CompareError
+from tcmp.compare.report.outcome import CompareOptions, CompareResult
+from tcmp.compare.report.writers import PREFIX
+from tcmp.schemas.source_hash import code_hash
+
+
+@dataclass(frozen=True)
+class ClusterCompare:
+    result: CompareResult  # of the ranks compared completely
+    not_compared: tuple[NotCompared, ...]
+    summary: dict
+    summary_path: Optional[Path]
+    nodes: tuple[str, ...]  # that answered the inventory
+    nodes_lost: tuple[str, ...] = ()  # that died during the compare
+    retried: int = 0  # units run again on another node after their node died
+    units_by_node: tuple[tuple[str, int], ...] = ()  # units each node compared
+    page_path: Optional[Path] = None  # the cluster's HTML page (cluster_page.py), unless html was off
+
+    @property
+    def complete(self) -> bool:
+        return not self.not_compared
+
+
+def run_cluster_compare(
+    options: CompareOptions,
+    address: str,
+    output_dir: Optional[Path] = None,
+    *,
+    highlight: bool = False,
+    progress: Optional[ProgressCallback] = None,
+    keep_rows: bool = False,
+    html: bool = True,
+) -> ClusterCompare:
+    """Compare on the Ray cluster at `address` (cluster.connected). Raises CompareError when it cannot run at all
+    (no node can compare, two copies of a rank differ, a node runs another tcmp)."""
+    with connected(address):
+        nodes = alive_nodes()
+        compare_id = uuid.uuid4().hex
+        inventories = take_inventories(options, nodes, compare_id)
+        if not inventories:
+            raise CompareError(f"--cluster {address}: no alive node answered")
+        check_versions(inventories, tcmp.__version__, code_hash())
+        plan = plan_cluster(inventories, compare_id)
+        mode, reason = resolve_mode(options.mode, plan.summary_only_dirs, plan.dirs)
+        units = [RemoteUnit(place.rank, k) for place in plan.ranks for k in range(place.units)]
+        bindings = rank_bindings(options, plan) if html and output_dir is not None else ()
+        ranks = tuple(p.rank for p in plan.ranks)
+        stream = ResultStream(ranks, output_dir, mode, highlight, keep_rows, html, bindings)
+        try:
+            add_directory_items(stream, plan.directory_items, keep_rows)
+            executor = RayExecutor(plan, nodes, options)
+            tracker = ProgressTracker(len(units), progress)
+            for number, remote_result in executor.run(units, UnitJob(mode, options.thresholds, keep_rows), tracker):
+                rank = units[number].rank
+                stream.add_unit(rank, remote_result.result)
+                stream.add_unmatched(rank, remote_result.after)
+                del remote_result
+            not_compared = [NotCompared(None, why) for why in plan.uncompared]
+            for rank in executor.idle:
+                stream.discard(rank)
+                not_compared.append(NotCompared(rank, "only nodes without CPUs for Ray tasks hold it"))
+            for lost in executor.lost.values():
+                stream.discard(lost.rank)
+                not_compared.append(NotCompared(lost.rank, f"node {', '.join(lost.nodes)} died with {lost.units_done} "
+                                                           f"of its {lost.units} units done and no other node "
+                                                           "holds it"))  # fmt: skip
+            notes = plan.notes + compiled_loop_note(mode)
+            result = CompareResult(options, plan.golden_kind, mode, reason, stream.rank_results(), notes,
+                                   plan.golden_fused)  # fmt: skip
+            result = stream.finish(result)
+        except BaseException:
+            stream.abort()
+            raise
+    placed = {p.rank: [plan.names.get(n, n) for n in p.nodes] for p in plan.ranks}
+    lost = tuple(executor.names.get(n, n) for n in executor.dead)
+    summary = cluster_summary(result, placed, not_compared, lost)
+    path = page = None
+    if output_dir is not None and stream.reports is not None:
+        path = write_cluster_summary(Path(output_dir), f"{PREFIX}_{stream.reports.stamp}", summary)
+        if html:
+            text = cluster_page_html(result, placed, not_compared, lost, Path(output_dir))
+            page = write_cluster_page(Path(output_dir), path, text)
+    names = tuple(inv.name for inv in inventories)
+    ran = tuple((executor.names.get(n, n), count) for n, count in executor.ran.items())
+    return ClusterCompare(result, tuple(not_compared), summary, path, names, lost, executor.retried, ran, page)

@@ -1,0 +1,176 @@
+"""The compare a worker does: a unit planned and its pairs compared (in execution order, whole ops), the rows
+coloured, rendered and counted, their worst rows and first divergence found. Wherever the unit runs."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional
+
+from tcmp.compare.execute.prefetch import read_ahead
+from tcmp.compare.execute.progress import UnitReport
+from tcmp.compare.execute.units import Plan, Unit, UnitResult, plan_unit
+from tcmp.compare.judge.evaluate import TensorLoader, evaluate
+from tcmp.compare.judge.metrics import Mode
+from tcmp.compare.judge.ranking import worst as worst_rows
+from tcmp.compare.judge.rows import Row
+from tcmp.compare.judge.verdict import Result, Thresholds, colour, magnitude_jump
+from tcmp.compare.records import Pair
+from tcmp.compare.report.outcome import Counts, Divergence
+from tcmp.compare.report.table import RenderedRows, render_rows
+from tcmp.schemas.dump_records import IO
+from tcmp.schemas.ge_dump import GeDump
+
+
+def compare_unit(
+    unit: Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool = False, report: Optional[UnitReport] = None
+) -> UnitResult:
+    """Plan one token (`plan_unit`) and compare its pairs (`report`ing the share done)."""
+    plan = plan_unit(unit, keep_rows)
+    if isinstance(plan, UnitResult):
+        return plan
+    return unit_result(unit, plan, [compare_pairs(plan.pairs, plan.headers, mode, thresholds, keep_rows, report)])
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What comparing a run of whole ops of one token gives (a token's pairs, or a part of them)."""
+
+    table: RenderedRows
+    counts: Counts
+    worst: tuple[Row, ...]
+    ops: int  # ops with rows
+    divergence: Optional[Divergence]  # the first op here whose output fails while all its inputs pass
+    failing: bool  # some op's output fails here
+    rows: tuple[Row, ...] = ()
+
+
+def compare_pairs(
+    pairs: Sequence[Pair],
+    headers: Mapping[Path, GeDump],
+    mode: Mode,
+    thresholds: Thresholds,
+    keep_rows: bool,
+    report: Optional[UnitReport],
+) -> Compared:
+    """Compare pairs (whole ops, in execution order), colour and render the rows, count them, and find their worst
+    rows and first divergence."""
+    loader = TensorLoader(headers)
+    evaluated = []
+    for pair in read_ahead(pairs):
+        evaluated.append(evaluate(pair, mode, thresholds, loader))
+        if report is not None:
+            report(len(evaluated) / len(pairs))
+    rows = with_colours(evaluated, thresholds)
+    divergence, failing = first_divergence(rows)
+    return Compared(
+        table=render_rows(rows, mode),
+        counts=count_rows(rows),
+        worst=worst_rows(rows),
+        ops=len({r.pair.order for r in rows}),
+        divergence=divergence,
+        failing=failing,
+        rows=tuple(rows) if keep_rows else (),
+    )
+
+
+def unit_result(unit: Unit, plan: Plan, parts: Sequence[Compared]) -> UnitResult:
+    """A token's result from its plan and its pairs compared (in parts, in execution order)."""
+    divergence = next((p.divergence for p in parts if p.divergence is not None), None)
+    if divergence is None and any(p.failing for p in parts):
+        divergence = Divergence(unit.rank, unit.token, None, None, (), NO_DIVERGENCE, timestamp=2**63)
+    return UnitResult(
+        table=RenderedRows.joined([p.table for p in parts]),
+        counts=functools.reduce(Counts.plus, (p.counts for p in parts), Counts()),
+        worst=worst_rows(r for p in parts for r in p.worst),
+        unmatched=plan.unmatched,
+        target_ops=plan.target_ops,
+        ops_in_rows=sum(p.ops for p in parts),
+        divergence=divergence,
+        rows=tuple(r for p in parts for r in p.rows),
+    )
+
+
+def split(pairs: Sequence[Pair], parts: int) -> list[tuple[Pair, ...]]:
+    """A token's pairs in up to `parts` runs of about the same length, cut only between ops (an op's rows are
+    coloured together); in one run if an op's pairs are not all next to each other."""
+    starts = [i for i in range(1, len(pairs)) if pairs[i].order != pairs[i - 1].order]  # where an op begins
+    orders = [pairs[i].order for i in (0, *starts)] if pairs else []
+    if orders != sorted(set(orders)):
+        return [tuple(pairs)]
+    cuts = [0]
+    for k in range(1, parts):
+        ideal = k * len(pairs) / parts
+        at = bisect.bisect_left(starts, ideal)
+        nearest = min(starts[max(0, at - 1) : at + 1], key=lambda s: abs(s - ideal), default=None)
+        if nearest is not None and nearest > cuts[-1]:
+            cuts.append(nearest)
+    bounds = [*cuts, len(pairs)]
+    return [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def headers_of(pairs: Sequence[Pair], headers: Mapping[Path, GeDump]) -> dict[Path, GeDump]:
+    """The GE headers a part of a token's pairs reads (sent along so its worker need not read them again)."""
+    paths = {f.path for p in pairs for ref in (p.npu, p.bench) for f in ref.files}
+    return {path: header for path, header in headers.items() if path in paths}
+
+
+def count_rows(rows: Sequence[Row]) -> Counts:
+    results = [r.result for r in rows]
+    return Counts(
+        rows=len(rows),
+        passed=results.count(Result.PASS),
+        failed=results.count(Result.FAIL),
+        not_compared=results.count(Result.NA),
+        rows_from_index=sum(r.from_index for r in rows),
+        nan_inf_one_side=sum(r.nan_inf_one_side for r in rows),
+        rows_unreadable=sum(r.unreadable for r in rows),
+    )
+
+
+def _op_key(row: Row) -> tuple:
+    p = row.pair
+    return (p.rank, p.token, p.graph, p.order)
+
+
+def with_colours(rows: Sequence[Row], thresholds: Thresholds) -> list[Row]:
+    by_op: dict[tuple, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_op[_op_key(row)].append(row)
+    coloured = []
+    for row in rows:
+        jump = False
+        if row.pair.io.value == "output" and row.result is Result.PASS:
+            inputs = [r.error_cell for r in by_op[_op_key(row)] if r.pair.io.value == "input"]
+            jump = magnitude_jump(row.error_cell, inputs, thresholds.magnitude_factor)
+        coloured.append(replace(row, colour=colour(row.result, row.accuracy_reached, row.nan_inf_one_side, jump)))
+    return coloured
+
+
+NO_DIVERGENCE = (
+    "every failing op also has a failing input: the error starts in an op that is not compared (see the unmatched list)"
+)
+
+
+def first_divergence(rows: Sequence[Row]) -> tuple[Optional[Divergence], bool]:
+    """Within a run of one token's ops: the first op, in execution order, with a failing output and passing
+    inputs; and whether any op's output fails."""
+    ops: dict[int, list[Row]] = defaultdict(list)
+    for row in rows:
+        ops[row.pair.order].append(row)
+    failing = False
+    for order in sorted(ops):
+        op_rows = ops[order]
+        outputs = [r for r in op_rows if r.pair.io is IO.OUTPUT and r.result is not Result.NA]
+        inputs = [r for r in op_rows if r.pair.io is IO.INPUT and r.result is not Result.NA]
+        if any(r.result is Result.FAIL for r in outputs):
+            failing = True
+            if all(r.result is Result.PASS for r in inputs):
+                first = op_rows[0].pair
+                return Divergence(first.rank, first.token, first.op_name, first.op_type, tuple(op_rows),
+                                  timestamp=first.timestamp), True  # fmt: skip
+    return None, failing

@@ -1,0 +1,495 @@
+"""A pair becomes a row: its tensors are read (raw, or as stored summaries), the mode's metrics computed, and the
+row judged. One `TensorLoader` per worker keeps the GE file of the op being compared open across its rows."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import ml_dtypes
+import numpy as np
+
+from tcmp.compare.judge.metrics import (
+    EMPTY_BOTH,
+    BasicStats,
+    Mode,
+    Prepared,
+    TensorMetrics,
+    compare_prepared,
+    crc_hex,
+    fused_metrics,
+    statistics_metrics,
+    tensor_metrics,
+)
+from tcmp.compare.judge.rows import Row, TensorStats
+from tcmp.compare.judge.verdict import (
+    Judgement,
+    Result,
+    StatisticsNoise,
+    Thresholds,
+    judge_md5,
+    judge_statistics,
+    judge_tensor,
+)
+from tcmp.compare.records import Pair, TensorRef
+from tcmp.compare.rules.cast_check import CastCheck, expected_output, expected_summary, numpy_dtype
+from tcmp.compare.rules.shapes import squeezed
+from tcmp.compare.rules.ulp import RULE, StatValues, float_dtype_named
+from tcmp.schemas.dump_records import IO, Summary, TensorKind, TensorSummary
+from tcmp.schemas.dump_tree import FileKind
+from tcmp.schemas.errors import DumpError, TensorNotDumped, describe
+from tcmp.schemas.ffts import SliceFile, merge_ffts_slices
+from tcmp.schemas.fx_dump import read_fx_value
+from tcmp.schemas.ge_dump import NOT_DUMPED, GeDump, GeDumpReader, open_ge_dump
+from tcmp.schemas.ge_names import GeFileName
+from tcmp.schemas.stats_files import read_fx_min_max_npy
+from tcmp.summaries.merge import CRC_UNKNOWN
+from tcmp.summaries.summarize import crc32, summarize
+
+
+@functools.lru_cache(maxsize=64)
+def _numpy_name(dtype: np.dtype) -> str:
+    return str(dtype)  # numpy builds the name anew on each call: a few µs per tensor
+
+
+class Unavailable(Exception):
+    """The data a mode needs is not there (a summary-only file, a non-tensor argument, an unreadable file)."""
+
+
+class Unreadable(Unavailable):
+    """The file holding the data could not be read (cut short, corrupt, or not to be opened)."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    array: Optional[np.ndarray]  # None when only a summary exists
+    summary: Optional[Summary]
+    dtype: Optional[str]
+    shape: Optional[tuple[int, ...]]
+    notes: tuple[str, ...] = ()
+
+
+class TensorLoader:
+    """Reads tensors for the rows of one token; keeps recently used GE files open, FX tensors prepared, and the
+    metrics of recent NPU payloads (an op's input is, byte for byte, its producer's output: compared with the
+    same golden tensor it gives the same metrics)."""
+
+    def __init__(
+        self, headers: Optional[Mapping[Path, GeDump]] = None, cache_size: int = 4, byte_budget: int = 4 << 20
+    ) -> None:
+        self.headers = dict(headers or {})
+        self.cache_size = cache_size
+        # what the caches may hold, so memory stays flat whatever the dump size: 4 MiB is ~60 activations of 32K
+        # fp16 elements, more than lie between a producer's output and its consumers; 16 MiB cost ~12 MB of PSS
+        # over a compare's two processes (bench_compare) and bought no measurable time
+        self.byte_budget = byte_budget
+        self._bytes = 0
+        self._readers: OrderedDict = OrderedDict()
+        self._merged: OrderedDict = OrderedDict()
+        self._fx: OrderedDict = OrderedDict()
+        self._prepared: OrderedDict = OrderedDict()
+        self._memo: OrderedDict = OrderedDict()
+        self._summaries: OrderedDict = OrderedDict()
+
+    def _remember(self, cache: OrderedDict, key, value, size: int, nbytes: int = 0):
+        """Keep `value` in an LRU `cache` of at most `size` entries, and within the loader's byte budget."""
+        previous = cache.pop(key, None)
+        if previous is not None:
+            self._bytes -= previous[1]
+        cache[key] = (value, nbytes)
+        self._bytes += nbytes
+        while len(cache) > size or (self._bytes > self.byte_budget and len(cache) > 1):
+            _, (_, dropped) = cache.popitem(last=False)
+            self._bytes -= dropped
+        return value
+
+    def _remember_for_payload(self, cache: OrderedDict, key, payload: np.ndarray, value) -> None:
+        """Keep `value` with a copy of the payload it was computed from, to check a CRC hit against: a view would
+        keep the whole buffer it lies in (a GE file's data) alive, beyond what the byte budget counts."""
+        self._remember(cache, key, (payload.copy(), value), 64, payload.nbytes)
+
+    @staticmethod
+    def _recall(cache: OrderedDict, key):
+        item = cache.get(key)
+        if item is None:
+            return None
+        cache.move_to_end(key)  # recently used
+        return item[0]
+
+    def _fx_value(self, path):
+        value = self._recall(self._fx, path)
+        if value is None:
+            value = read_fx_value(path)
+            self._remember(self._fx, path, value, 32, value.array.nbytes if value.array is not None else 0)
+        return value
+
+    def _reader(self, path) -> GeDumpReader:
+        reader = self._readers.pop(path, None)
+        if reader is None:
+            header = self.headers.get(path)
+            reader = GeDumpReader(header) if header is not None else open_ge_dump(path)
+        self._readers[path] = reader
+        while len(self._readers) > self.cache_size:
+            self._readers.popitem(last=False)[1].close()
+        return reader
+
+    def _ffts(self, ref: TensorRef):
+        key = tuple(f.path for f in ref.files)
+        if key not in self._merged:
+            parts = []
+            for f in ref.files:
+                reader = self._reader(f.path)
+                assert isinstance(f.name, GeFileName)
+                parts.append(
+                    SliceFile(
+                        f.name,
+                        reader.dump,
+                        tuple(reader.load(t).array if t.dumped else None for t in reader.dump.inputs),
+                        tuple(reader.load(t).array if t.dumped else None for t in reader.dump.outputs),
+                    )
+                )
+            merged = merge_ffts_slices(parts)
+            size = sum(a.nbytes for a in (*merged.inputs, *merged.outputs) if a is not None)
+            self._remember(self._merged, key, merged, self.cache_size, size)
+        return self._recall(self._merged, key)
+
+    def summarized(self, loaded: Loaded, mode: Mode) -> Loaded:
+        """`loaded` with its summary (computed once per distinct payload: inputs repeat their producers' outputs)."""
+        if loaded.summary is not None or loaded.array is None:
+            return loaded
+        with_crc = mode is Mode.MD5
+        contiguous = np.ascontiguousarray(loaded.array)
+        payload = contiguous.reshape(-1).view(np.uint8)
+        key = (contiguous.dtype.str, contiguous.shape, with_crc, crc32(payload))
+        hit = self._recall(self._summaries, key)
+        if hit is not None and np.array_equal(hit[0], payload):
+            summary = hit[1]
+        else:
+            summary = summarize(loaded.array, with_crc=with_crc)
+            self._remember_for_payload(self._summaries, key, payload, summary)
+        return Loaded(loaded.array, summary, loaded.dtype, loaded.shape, loaded.notes)
+
+    def metrics(self, pair: Pair, npu: Loaded, bench: Loaded, bench_rounded: bool) -> TensorMetrics:
+        """Tensor metrics of a pair, reusing what earlier pairs of this token prepared or computed."""
+        ref = pair.bench
+        bench_key = (tuple(f.path for f in ref.files), ref.io, ref.index, ref.sub_index, ref.element,
+                     npu.array.shape if ref.reshaped else None)  # fmt: skip
+        contiguous = np.ascontiguousarray(npu.array)
+        payload = contiguous.reshape(-1).view(np.uint8)
+        memo_key = (bench_key, bench_rounded, pair.carried, contiguous.dtype.str, contiguous.shape, crc32(payload))
+        hit = self._recall(self._memo, memo_key)
+        if hit is not None and np.array_equal(hit[0], payload):  # the CRC only finds candidates
+            return hit[1]
+        carried = float_dtype_named(pair.carried)
+        result = fused_metrics(npu.array, bench.array, carried)
+        if result is not None:
+            self._remember_for_payload(self._memo, memo_key, payload, result)
+            return result
+        try:  # numpy: the bench side is prepared once for all the pairs it is in
+            prepared_bench = None if bench_rounded else self._recall(self._prepared, bench_key)
+            if prepared_bench is None:
+                prepared_bench = Prepared(bench.array)
+                if not bench_rounded:
+                    self._remember(self._prepared, bench_key, prepared_bench, 32, prepared_bench.nbytes)
+            result = compare_prepared(Prepared(npu.array), prepared_bench, carried)
+        except TypeError:
+            result = tensor_metrics(npu.array, bench.array, carried)  # complex: its own message
+        self._remember_for_payload(self._memo, memo_key, payload, result)
+        return result
+
+    def raw(self, ref: TensorRef) -> Loaded:
+        if not ref.has_raw:
+            raise Unavailable("raw tensor not available (summary only)")
+        first = ref.files[0]
+        try:
+            if first.kind is FileKind.FX_NPY:
+                value = self._fx_value(first.path)
+                if value.kind not in (TensorKind.TENSOR, TensorKind.SCALAR) or value.array is None:
+                    raise Unavailable(f"non-tensor argument ({value.kind.value}: {value.text})")
+                array = value.array
+                if ref.element is not None:  # one tensor of a list the FX dumper stacked into one file
+                    if array.ndim == 0 or ref.element >= array.shape[0]:
+                        raise Unavailable(f"element {ref.element} of a file of shape {list(array.shape)}")
+                    array = array[ref.element]
+                return Loaded(array, None, _numpy_name(array.dtype), array.shape)
+            if len(ref.files) > 1:
+                merged = self._ffts(ref)
+                items = merged.inputs if ref.io is IO.INPUT else merged.outputs
+                array = items[ref.index]
+                if array is None:  # never paired; kept for callers that pair by hand
+                    raise Unavailable(NOT_DUMPED)
+                dtype = self._reader(first.path).dump.tensor(ref.io, ref.index).dtype_name
+                return Loaded(array, None, dtype, tuple(array.shape), merged.notes)
+            reader = self._reader(first.path)
+            tensor = reader.dump.tensor(ref.io, ref.index)
+            loaded = reader.load(tensor)
+            if loaded.raw:
+                raise Unavailable(f"{tensor.dtype_name} has no numeric decoding")
+            return Loaded(loaded.array, None, tensor.dtype_name, tuple(loaded.array.shape), loaded.notes)
+        except DumpError as exc:
+            kind = Unavailable if isinstance(exc, TensorNotDumped) else Unreadable  # skipped by design, not damage
+            raise kind(f"unreadable: {describe(exc)}") from exc
+        except IndexError as exc:
+            raise Unavailable(f"unreadable: {exc}") from exc
+        except OSError as exc:
+            raise Unreadable(f"unreadable: {exc}") from exc
+
+    def data(self, ref: TensorRef) -> Loaded:
+        """The raw tensor when there is one, else the summary the tensor exists as."""
+        if ref.stored is not None:
+            s: TensorSummary = ref.stored
+            if ref.element is not None:  # one tensor of a stacked list output: its element's own summary
+                if ref.element >= len(s.elements) or not s.shape:
+                    raise Unavailable(f"element {ref.element} of a file of shape {list(s.shape or ())}: not stored")
+                return Loaded(None, s.elements[ref.element], s.dtype, s.shape[1:])
+            # FFTS+ slices merged from their summaries say what the raw merge says (why a CRC is unknown: md5 mode)
+            notes = tuple(n for n in s.notes if not n.startswith(CRC_UNKNOWN)) if len(ref.files) > 1 else ()
+            return Loaded(None, s.summary, s.dtype, s.shape, notes)
+        if ref.files[0].kind is FileKind.FX_MIN_MAX_NPY:
+            try:
+                return Loaded(None, read_fx_min_max_npy(ref.files[0].path), None, None, ("appendix min/max file",))
+            except DumpError as exc:
+                raise Unreadable(f"unreadable: {describe(exc)}") from exc
+        return self.raw(ref)
+
+
+# The float dtypes an NPU keeps a scalar argument in, by the names both sides of the index use.
+_NPU_FLOAT = {
+    name: np.dtype(dtype)
+    for names, dtype in (
+        (("DT_FLOAT16", "float16"), np.float16),
+        (("DT_BF16", "bfloat16"), ml_dtypes.bfloat16),
+        (("DT_FLOAT", "float32"), np.float32),
+    )
+    for name in names
+}
+
+
+def _at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
+    """An FX scalar argument is a Python number (saved as a 0-d float64); the GE Const that carries it holds it in
+    the tensor's dtype. Round the scalar like the device did, or every fp16 constant would "fail". Works on the
+    raw scalar and on its summary (compare from the index)."""
+    target = _NPU_FLOAT.get(npu.dtype or "")
+    if target is None or bench.dtype != "float64":
+        return bench
+    note = f"scalar argument compared at the NPU's precision ({target})"
+    if bench.array is not None:
+        if bench.array.ndim != 0:
+            return bench
+        rounded = bench.array.astype(target)
+        return Loaded(rounded, None, _numpy_name(rounded.dtype), bench.shape, (*bench.notes, note))
+    s = bench.summary
+    if s is None or s.numel != 1 or s.min is None or bench.shape not in ((), (1,)):
+        return bench
+    rounded = summarize(np.asarray(s.min, dtype=np.float64).astype(target), with_crc=s.crc32 is not None)
+    return Loaded(None, rounded, str(target), bench.shape, (*bench.notes, note))
+
+
+def _with_stats(loaded: Loaded, stats: BasicStats) -> Loaded:
+    summary = Summary(loaded.array.size, stats.min, stats.max, stats.mean, stats.l2norm, 0, 0)
+    return Loaded(loaded.array, summary, loaded.dtype, loaded.shape, loaded.notes)
+
+
+def _in_npu_shape(npu: Loaded, bench: Loaded, ref: TensorRef) -> Loaded:
+    """A golden tensor the matcher found in another shape of the same elements, laid out as the NPU's (the
+    reported shape stays the file's). Another element count means it is not that tensor: no verdict."""
+    if not ref.reshaped or npu.array is None or bench.array is None:
+        return bench
+    if npu.array.size != bench.array.size:
+        raise Unavailable(
+            f"tensor of shape {list(bench.array.shape)} is no reshape of the NPU's {list(npu.array.shape)}: "
+            "not the tensor the pattern fusion's view was taken of"
+        )
+    return Loaded(bench.array.reshape(npu.array.shape), bench.summary, bench.dtype, bench.shape, bench.notes)
+
+
+def _reshaped_alike(npu: Optional[tuple[int, ...]], bench: Optional[tuple[int, ...]], ref: TensorRef) -> bool:
+    return ref.reshaped and npu is not None and bench is not None and math.prod(npu) == math.prod(bench)
+
+
+def _shapes_differ(npu: Optional[tuple[int, ...]], bench: Optional[tuple[int, ...]]) -> bool:
+    if npu is None or bench is None:
+        return False
+    return squeezed(npu) != squeezed(bench)
+
+
+def _stats(loaded: Optional[Loaded]) -> TensorStats:
+    if loaded is None:
+        return TensorStats(None, None, None, None, None, None, None)
+    s = loaded.summary
+    return TensorStats(
+        loaded.dtype,
+        loaded.shape,
+        s.max if s else None,
+        s.min if s else None,
+        s.mean if s else None,
+        s.l2norm if s else None,
+        crc_hex(s.crc32) if s else None,
+        s.nan_count if s else None,
+        s.inf_count if s else None,
+    )
+
+
+def _has_statistics(summary: Optional[Summary]) -> bool:
+    return summary is not None and any(v is not None for v in (summary.max, summary.min, summary.mean, summary.l2norm))
+
+
+def _no_elements(loaded: Loaded) -> bool:
+    """A tensor with no elements, by its summary's count or, where a source gives none, by its shape."""
+    numel = loaded.summary.numel if loaded.summary is not None else None
+    if numel is None and loaded.shape is not None:
+        numel = math.prod(loaded.shape)
+    return numel == 0
+
+
+def _where(ref: TensorRef, loaded: Loaded) -> str:
+    """Why a tensor has no statistics, naming where they came from (a stats CSV, an appendix file, tcmp's index)."""
+    kind = ref.files[0].kind if ref.files else None
+    s = loaded.summary
+    if s is not None and s.numel and s.nan_count == s.numel:
+        what = "every element is NaN"
+    else:
+        what = {
+            FileKind.GE_STATS_CSV: "a stats CSV's empty or NA cells",
+            FileKind.GE_MIN_MAX_NPZ: "an appendix min/max file without them",
+            FileKind.FX_MIN_MAX_NPY: "an appendix min/max file without them",
+        }.get(kind, "no numeric data")
+    return f"{what}; from tcmp's index, the raw file deleted" if ref.raw_deleted else what
+
+
+def _nan_inf(summary: Optional[Summary]) -> Optional[bool]:
+    if summary is None or summary.nan_count is None:
+        return None
+    return bool(summary.nan_count or summary.inf_count)
+
+
+def _cast_of(inp: Loaded, out: Loaded, check: CastCheck, mode: Mode) -> tuple[Loaded, str]:
+    """The bench of a value-changing GE-inserted cast, and the row's note: Cast(its input), exactly from raw
+    tensors, else what the input's statistics determine (`cast_check`)."""
+    if inp.array is not None and out.array is not None:
+        expected = expected_output(inp.array, out.array, check)
+        return Loaded(expected.array, None, check.target, inp.shape, inp.notes), expected.note
+    if mode is Mode.MD5:
+        raise Unavailable("raw input not available: the CRC-32 of Cast(input) needs the raw tensors")
+    if inp.summary is None or out.summary is None:
+        raise Unavailable("raw input not available, nor its statistics: Cast(input) cannot be computed")
+    summary, note = expected_summary(inp.summary, out.summary, check)
+    if summary is None:
+        raise Unavailable(note)
+    return Loaded(None, summary, check.target, inp.shape, inp.notes), note
+
+
+def _widened(inp: Loaded, check: CastCheck) -> Loaded:
+    """A value-preserving cast's input in the output's dtype (exact), whose CRC-32 the output's must equal."""
+    array = inp.array.astype(numpy_dtype(check.target))
+    note = f"CRC-32 of the input in the cast's output dtype ({check.label})"
+    return Loaded(array, None, check.target, inp.shape, (*inp.notes, note))
+
+
+def _values(s: Summary) -> StatValues:
+    return StatValues(s.max, s.min, s.mean, s.l2norm)
+
+
+def _statistics_noise(pair: Pair, npu: Loaded, bench: Loaded) -> Optional[StatisticsNoise]:
+    """What the rounding-noise rule needs to judge a statistics row: None where its sides are no floats it knows."""
+    n_dtype, b_dtype = float_dtype_named(npu.dtype), float_dtype_named(bench.dtype)
+    if n_dtype is None or b_dtype is None or npu.summary is None or bench.summary is None:
+        return None
+    carried = float_dtype_named(pair.carried)
+    unit = RULE.unit(n_dtype, b_dtype, carried)
+    if unit is None:
+        return None
+    narrower = RULE.carried_unit(RULE.unit(n_dtype, b_dtype), carried) is not None
+    numel = bench.summary.numel or npu.summary.numel or 0
+    return StatisticsNoise(unit, narrower, _values(npu.summary), _values(bench.summary), numel)
+
+
+def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoader) -> Row:
+    """Compare one pair in `mode` (never raises for missing or odd data: the row says what is missing)."""
+    messages: list[str] = list(pair.notes)
+    npu = bench = None
+    tensor = statistics = None
+    judgement = Judgement(Result.FAIL, False)
+    one_side = unreadable = False
+    try:
+        if mode is Mode.TENSOR:
+            npu = loader.raw(pair.npu)
+            raw_bench = _in_npu_shape(npu, loader.raw(pair.bench), pair.bench)
+            bench = _at_npu_precision(npu, raw_bench)
+        else:
+            npu = loader.data(pair.npu)
+            bench = _at_npu_precision(npu, loader.data(pair.bench))
+        if pair.cast is not None and not pair.cast.preserving:
+            bench, note = _cast_of(bench, npu, pair.cast, mode)
+            messages = [m for m in messages if not m.startswith("self check")] + [note]  # it says more
+        elif pair.cast is not None and mode is Mode.MD5:
+            if bench.array is None:
+                raise Unavailable("raw input not available: its CRC-32 in the cast's output dtype needs the raw tensor")
+            bench = _widened(bench, pair.cast)
+        if mode is Mode.TENSOR:
+            tensor = loader.metrics(pair, npu, bench, bench is not raw_bench)
+            if tensor.stats is not None:  # computed on the way: no second pass over the data
+                npu, bench = (_with_stats(x, s) for x, s in zip((npu, bench), tensor.stats))
+        npu, bench = loader.summarized(npu, mode), loader.summarized(bench, mode)
+        if mode is Mode.TENSOR:
+            messages += tensor.messages
+            judgement = judge_tensor(tensor, thresholds)
+            if judgement.note is not None:
+                messages.append(judgement.note)
+            one_side = tensor.nan_inf_mismatch and _nan_inf(npu.summary) != _nan_inf(bench.summary)
+        elif mode is Mode.STATISTICS:
+            empty = [side for side, x in (("NPU", npu), ("bench", bench)) if not _has_statistics(x.summary)]
+            if _no_elements(npu) and _no_elements(bench):  # as in tensor mode: nothing to compare, nothing wrong
+                messages.append(EMPTY_BOTH)
+                judgement = Judgement(Result.PASS, True)
+            elif empty:  # nothing measured: neither PASS nor FAIL
+                sides = zip(("NPU", "bench"), (npu, bench), (pair.npu, pair.bench))
+                messages += [f"{side}: no statistics recorded ({_where(ref, x)})" for side, x, ref in sides
+                             if side in empty]  # fmt: skip
+                judgement = Judgement(Result.NA, False)
+            else:
+                statistics = statistics_metrics(npu.summary, bench.summary)
+                messages += statistics.messages
+                b = bench.summary
+                noise = _statistics_noise(pair, npu, bench)
+                judgement = judge_statistics(statistics, b.max, b.min, b.l2norm, thresholds, noise)
+                if judgement.note is not None:
+                    messages.append(judgement.note)
+                one_side = statistics.nan_inf_one_side
+            if _shapes_differ(npu.shape, bench.shape) and not _reshaped_alike(npu.shape, bench.shape, pair.bench):
+                messages.append(f"Shape of NPU {list(npu.shape)} and bench {list(bench.shape)} tensor do not match.")
+                judgement = Judgement(Result.FAIL, False)
+        else:
+            n_crc, b_crc = crc_hex(npu.summary.crc32), crc_hex(bench.summary.crc32)
+            why: list[str] = []
+            if n_crc is None or b_crc is None:
+                why = [n for r in (pair.npu, pair.bench) if r.stored is not None for n in r.stored.notes
+                       if n.startswith(CRC_UNKNOWN)]  # fmt: skip
+                messages += why or ["no CRC-32 on one side (summary-only source)"]
+            # a CRC the slices' CRCs cannot give is unknown, not different
+            judgement = Judgement(Result.NA, False) if why else judge_md5(n_crc, b_crc)
+        for side, loaded in (("NPU", npu), ("bench", bench)):
+            messages += [f"{side}: {note}" for note in loaded.notes]
+    except Unavailable as exc:
+        which = "NPU" if npu is None else "bench"
+        messages.append(f"{which} {exc}")
+        judgement = Judgement(Result.NA, False)
+        unreadable = isinstance(exc, Unreadable)
+    return Row(
+        pair=pair,
+        npu=_stats(npu),
+        bench=_stats(bench),
+        tensor=tensor,
+        statistics=statistics,
+        result=judgement.result,
+        accuracy_reached=judgement.accuracy_reached,
+        messages=tuple(messages),
+        nan_inf_one_side=one_side,
+        from_index=pair.npu.raw_deleted or pair.bench.raw_deleted,
+        unreadable=unreadable,
+    )

@@ -1,0 +1,189 @@
+"""The HTML report (`…_report.html`): one self-contained page per rank that opens offline from a file, with the error
+along the network (a chart), every row of the CSV (a virtualized table), the selected op's neighbourhood in the
+graph, and the header of the compare. Written by default; `--no-html` skips it.
+
+Rows stream in as the CSV's do (`add_rows`); of each row the page keeps its cells, gzip-compressed as they arrive
+(JSON text, a tenth of the CSV's size in memory), and a few numbers: its colour, its op (a node of the page's
+graph), its place in the token's execution order and whether it is an output. At `finish` the graph's edges around
+the table's ops (`page_graph`) and the header are added and the page is written: the libraries inline
+(`page_assets`), the data as base64 of the gzip stream, which the page inflates with the browser's own
+DecompressionStream. The payload's fields are read by page_files/page.js:
+
+    columns   the CSV's header             rows    the CSV's cells, row by row: a cell held by its column's
+    words     per column, the cells it     (a number) is an index into `words`; a JSON string is the cell
+              holds most (the first DICTIONARY_LIMIT different ones): a row refers to them, no cell is repeated
+    colour    "r"/"y"/"g" per row          out     "1" for an output row, "0" for an input
+    dist      per row: 1 - Cosine unrounded (tensor mode; null where there is no cosine), the chart's y
+    node      per row: its op's node       x       per row: its op's place in the token's execution order
+    nodes     {names, types, producers, found, table}: the graph (`PageGraph`); nodes [0, table) have rows
+    meta      mode, thresholds, first divergences (token, node), file names
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import math
+import zlib
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Optional, TextIO
+
+from tcmp.compare.judge.metrics import Mode
+from tcmp.compare.judge.verdict import Colour
+from tcmp.compare.report import page_assets
+from tcmp.compare.report.outcome import CompareResult, RankResult
+from tcmp.compare.report.page_graph import TableOp, page_graph
+from tcmp.compare.report.page_header import UnmatchedKept, about_html, header_html, unmatched_html
+from tcmp.compare.report.table import NUMBER_COLUMNS, RenderedRows, columns
+from tcmp.schemas.graph import Graph
+
+_COLOUR_CODES = {Colour.RED: "r", Colour.YELLOW: "y", Colour.GREEN: "g"}
+_GZIP = 31  # zlib wbits: a gzip stream, what DecompressionStream("gzip") reads
+_LEVEL = 6
+# more output rows than this are drawn with WebGL where the browser has it (SVG slows down past a few thousand
+# points); plotly's WebGL renderer compiles code at run time, so only such a page's CSP allows 'unsafe-eval'
+SVG_POINTS = 5000
+DICTIONARY_LIMIT = 1000  # different cells a column's `words` hold: dtypes, shapes, verdicts, zeros, N/A
+
+
+class PageWriter:
+    """The HTML report of one rank, built as rows stream past (see the module docstring)."""
+
+    def __init__(self, mode: Mode) -> None:
+        for library in (page_assets.plotly_js, page_assets.datatables_js, page_assets.datatables_css):
+            library()  # a missing package fails the compare before it starts, not after it
+        self.mode = mode
+        self._packed = zlib.compressobj(_LEVEL, zlib.DEFLATED, _GZIP)
+        self._chunks: list[bytes] = []
+        self._rows = 0
+        self._colours = bytearray()
+        self._outputs = bytearray()
+        self._node = array("l")
+        self._x = array("l")
+        self._distance = array("d")  # NaN: none
+        self._ops: dict[tuple[str, str], int] = {}  # (graph label, op name) -> node
+        self._op_types: list[str] = []
+        self._next_x: dict[int, int] = {}  # token -> the place its next op takes
+        self._words: list[dict[str, int]] = [{} for _ in columns(mode)]
+        self.unmatched = UnmatchedKept()
+        self._write('{"rows":[')
+
+    def _write(self, text: str) -> None:
+        chunk = self._packed.compress(text.encode("utf-8"))
+        if chunk:
+            self._chunks.append(chunk)
+
+    def add_rows(self, rows: RenderedRows) -> None:
+        """One unit's rows (a token of a graph), in execution order."""
+        placed: dict[tuple[str, str, int], int] = {}  # an op execution's place, within this unit
+        parts = []
+        for cells, colour, op in zip(rows.cells(), rows.colours, rows.ops):
+            coded: list = []
+            for words, cell in zip(self._words, cells):
+                word = words.get(cell)
+                if word is None and len(words) < DICTIONARY_LIMIT:
+                    word = words[cell] = len(words)
+                coded.append(cell if word is None else word)
+            parts.append(("," if self._rows else "") + json.dumps(coded, ensure_ascii=False))
+            self._rows += 1
+            self._colours += _COLOUR_CODES[colour].encode()
+            self._outputs += b"1" if op.output else b"0"
+            node = self._ops.setdefault((op.graph, op.op_name), len(self._ops))
+            if node == len(self._op_types):
+                self._op_types.append(op.op_type)
+            self._node.append(node)
+            self._distance.append(math.nan if op.cosine_distance is None else op.cosine_distance)
+            key = (op.graph, op.op_name, op.execution)
+            if key not in placed:
+                token = int(cells[0])
+                placed[key] = self._next_x.get(token, 0)
+                self._next_x[token] = placed[key] + 1
+            self._x.append(placed[key])
+        self._write("".join(parts))
+
+    def add_unmatched(self, csv_text: str) -> None:
+        self.unmatched.add(csv.reader(io.StringIO(csv_text, newline="")))
+
+    def _node_of(self, graph: Optional[str], op_name: str) -> Optional[int]:
+        if graph is not None:
+            return self._ops.get((graph, op_name))
+        return next((node for (_, name), node in self._ops.items() if name == op_name), None)
+
+    def finish(
+        self, page: TextIO, result: CompareResult, rank: RankResult, summary: dict, graphs: Sequence[Optional[Graph]]
+    ) -> None:
+        """Write the page into `page` (the report's temporary, opened by schemas.files)."""
+        table_ops = [TableOp(graph, name, kind) for (graph, name), kind in zip(self._ops, self._op_types)]
+        graph = page_graph(table_ops, graphs)
+        divergences = [
+            {"token": d.token, "op": d.op_name, "node": self._node_of(d.rows[0].pair.graph if d.rows else None,
+                                                                      d.op_name)}
+            for d in rank.divergences
+            if d.op_name is not None
+        ]  # fmt: skip
+        rest = {
+            "columns": list(columns(self.mode)),
+            "words": [list(words) for words in self._words],
+            "colour": self._colours.decode(),
+            "out": self._outputs.decode(),
+            "node": self._node.tolist(),
+            "x": self._x.tolist(),
+            "dist": [None if math.isnan(d) else d for d in self._distance] if self.mode is Mode.TENSOR else [],
+            "nodes": {
+                "names": graph.names, "types": graph.types, "producers": graph.producers, "found": graph.found,
+                "table": len(table_ops),
+            },
+            "meta": {
+                "mode": result.mode.value,
+                "numeric": [name for name in columns(self.mode) if name in NUMBER_COLUMNS],
+                "thresholds": result.options.thresholds.__dict__,
+                "divergences": divergences,
+                "files": summary.get("files", {}),
+                "svg_points": SVG_POINTS,
+            },
+        }  # fmt: skip
+        self._write("]," + json.dumps(rest, ensure_ascii=False)[1:])
+        self._chunks.append(self._packed.flush())
+        payload = b"".join(self._chunks)
+        self._chunks = []
+        unmatched_name = Path(summary.get("files", {}).get("unmatched", "the unmatched CSV")).name
+        static = {
+            "header": header_html(result, rank, self._node_of),
+            "unmatched": unmatched_html(self.unmatched, unmatched_name),
+        }
+        _write_page(page, static, payload, webgl=self._outputs.count(b"1") > SVG_POINTS)
+
+
+def _write_page(page, static: dict[str, str], payload: bytes, webgl: bool) -> None:
+    plotly, datatables, style = page_assets.plotly_js(), page_assets.datatables_js(), page_assets.datatables_css()
+    libraries = {"plotly.js (from plotly)": plotly.version, "DataTables (from itables)": datatables.version}
+    script = page_assets.page_file("page.js")
+    pieces = {
+        "<!--csp-->": page_assets.csp_element((script, plotly.text), eval_allowed=webgl),
+        "<!--style-->": page_assets.style_element(style.text) + page_assets.style_element(
+            page_assets.page_file("page.css")),
+        "<!--header-->": static["header"],
+        "<!--unmatched-->": static["unmatched"],
+        "<!--about-->": about_html(libraries),
+        "<!--data-->": f'<script type="{page_assets.BASE64_TYPE}" id="tcmp-data">',
+        "<!--datatables-->": page_assets.base64_element(datatables.text.encode("utf-8"), "lib-datatables"),
+        "<!--script-->": page_assets.script_element(script, "tcmp-page"),
+        "<!--plotly-->": page_assets.script_element(plotly.text, "lib-plotly", run=False),
+    }  # fmt: skip
+    rest = page_assets.page_file("page.html")
+    for marker, text in pieces.items():
+        before, found, rest = rest.partition(marker)
+        if not found:
+            raise RuntimeError(f"page.html has no {marker} after the markers before it")
+        page.write(before)
+        page.write(text)
+        if marker == "<!--data-->":  # the largest piece: written in slices, never one more copy of it
+            step = 3 << 20  # a multiple of 3: the slices' base64 joins into the whole's
+            for start in range(0, len(payload), step):
+                page.write(base64.b64encode(payload[start : start + step]).decode("ascii"))
+            page.write("</script>")
+    page.write(rest)

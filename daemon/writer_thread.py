@@ -1,0 +1,569 @@
+"""The one thread that writes the index(es): batches records into transactions, decides raw deletions before
+each commit and hands them to the deleter after it, and survives an index that is locked, read-only or gone.
+
+Batching is group commit: the first record waits at most `linger` seconds for company, then everything queued
+goes into one transaction. An idle daemon commits each file within milliseconds; a busy one commits hundreds of
+files per transaction because records pile up while the previous commit runs.
+
+An index that cannot be written (locked by another process, read-only, disk full, deleted with its root) keeps
+its records in memory and is retried with back-off; nothing is deleted meanwhile (deletions follow commits), and
+the daemon goes on serving the other roots. The dispatcher stops feeding work when too much waits.
+
+Each index is written by one daemon only: its lock (lock.py) is taken before the index is opened and held until
+the index is closed. `take_locks` takes them at start, so that a second daemon refuses to start at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+from tcmp.daemon.index_trust import IndexRefused, WatchRefused, prepare_index
+from tcmp.daemon.lock import IndexBusy, IndexLock
+from tcmp.daemon.retention import Deleter, Deletion, DeletionFailed, RawBudget, RetentionPolicy
+from tcmp.daemon.threads import OwnThread
+from tcmp.schemas.index import (
+    CommitResult,
+    DaemonState,
+    GraphRow,
+    IndexDamaged,
+    IndexLocked,
+    IndexReadOnly,
+    IndexRecord,
+    IndexUnusable,
+    IndexWriter,
+    RawFlagRow,
+    SummaryRow,
+    unusable_because,
+)
+
+log = logging.getLogger(__name__)
+
+LINGER_S = 0.02
+MAX_BATCH = 2000
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 30.0
+REOPEN_S = 30.0
+CHECKPOINT_IDLE_S = 30.0
+COMPLAIN_EVERY_S = 60.0
+READ_ONLY_MAX_RECORDS = 10_000  # records kept in memory for an index that cannot be written, before giving up
+
+
+@dataclass(frozen=True)
+class RootIndex:
+    """Which index a watched root writes to (several roots may share one `--db`)."""
+
+    root: str
+    index: Path
+
+
+@dataclass(frozen=True)
+class IndexProblem:
+    """An index that cannot be opened for writing, and why."""
+
+    index: Path
+    roots: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Write:
+    index: Path
+    root: str
+    record: IndexRecord
+    retention_decided: bool = False  # raw_deleted of a SummaryRow is final (set before a first commit attempt)
+    reported: bool = True  # handed over by the dispatcher, which hears when it is committed (not: the writer's own)
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    state: DaemonState
+
+
+@dataclass(frozen=True)
+class RootGone:
+    """A watched root disappeared: close the index if it lived inside it (it is reopened, new, if the root
+    comes back)."""
+
+    root: str
+
+
+@dataclass(frozen=True)
+class _Stop:
+    pass
+
+
+_Message = Union[Write, Heartbeat, DeletionFailed, RootGone, _Stop]
+
+
+class _IndexSlot:
+    """One index file and what waits for it."""
+
+    def __init__(self, path: Path, roots: tuple[str, ...]) -> None:
+        self.path = path
+        self.roots = roots
+        self.writer: Optional[IndexWriter] = None
+        self.lock: Optional[IndexLock] = None
+        self.open_error: Optional[str] = None  # why it could not be opened, while it cannot
+        self.waiting: list[Write] = []
+        self.uncommitted_since = 0.0  # arrival of the oldest record not committed yet (0: none)
+        self.retry_at = 0.0
+        self.failures = 0
+        self.last_complaint = -COMPLAIN_EVERY_S
+        self.last_write = time.monotonic()
+        self.checkpointed = True
+        self.budgets: dict[str, RawBudget] = {}
+        self.read_only_since = 0.0  # when it was found read-only (0: it is not)
+        self.read_only_reason = ""
+
+
+class IndexWriterThread(OwnThread):
+    """Writes for every index; reports index availability (`on_index`) and, once per record handed over, the
+    record's path when the writer is done with it (`on_committed`: committed, or dropped with a vanished index)."""
+
+    def __init__(
+        self,
+        roots: tuple[RootIndex, ...],
+        policy: RetentionPolicy,
+        deleter: Deleter,
+        *,
+        on_index: Callable[[Path, bool], None],
+        on_committed: Callable[[tuple[str, ...]], None],
+        linger: float = LINGER_S,
+        once: bool = False,
+        read_only_limit_s: float = 300.0,
+    ) -> None:
+        self._thread = threading.Thread(target=self._run, name="tcmp-writer", daemon=True)
+        self._inbox: queue.SimpleQueue[_Message] = queue.SimpleQueue()
+        self._policy = policy
+        self._deleter = deleter
+        self._on_index = on_index
+        self._on_committed = on_committed
+        self._linger = linger
+        self._once = once  # one pass: an index that cannot be opened is not retried
+        self._read_only_limit_s = read_only_limit_s  # how long records wait for a read-only index
+        self._gave_up: Optional[str] = None  # why the daemon must stop: an index refused (damaged) or read-only
+        paths = sorted({r.index for r in roots})
+        self._slots = {p: _IndexSlot(p, tuple(r.root for r in roots if r.index == p)) for p in paths}
+        self._stopping = False
+        self._heartbeat: Optional[DaemonState] = None
+        self._lock = threading.Lock()
+        self.committed_files = 0
+        self.committed_bytes = 0
+
+    # -- API for other threads
+
+    def put(self, index: Path, root: str, record: IndexRecord) -> None:
+        self._inbox.put(Write(index, root, record))
+
+    def heartbeat(self, state: DaemonState) -> None:
+        self._inbox.put(Heartbeat(state))
+
+    def deletion_failed(self, failure: DeletionFailed) -> None:
+        self._inbox.put(failure)
+
+    def root_gone(self, root: str) -> None:
+        self._inbox.put(RootGone(root))
+
+    def stop(self) -> None:
+        """Commit everything handed over so far (retrying a little), then end."""
+        self._inbox.put(_Stop())
+
+    def take_locks(self) -> None:
+        """Before the thread starts: take every index's lock that can be taken. IndexBusy (nothing kept) when
+        another daemon writes one of them; a lock file that cannot be created yet is tried again with its index."""
+        try:
+            for slot in self._slots.values():
+                try:
+                    slot.lock = IndexLock.acquire(slot.path, roots=slot.roots)
+                    prepare_index(slot.path)
+                except OSError:
+                    continue
+                self._warn_unlocked(slot)
+        except WatchRefused:
+            self._release_locks()
+            raise
+
+    @staticmethod
+    def _warn_unlocked(slot: _IndexSlot) -> None:
+        if slot.lock is not None and not slot.lock.enforced:
+            log.warning("the file system of %s cannot lock files: a second tcmp watch on it would not be refused",
+                        slot.path)  # fmt: skip
+
+    def _release_locks(self) -> None:
+        for slot in self._slots.values():
+            if slot.lock is not None:
+                slot.lock.release()
+                slot.lock = None
+
+    def open_errors(self) -> tuple[IndexProblem, ...]:
+        """The indexes that could not be opened for writing (so far), with the reason."""
+        with self._lock:
+            return tuple(
+                IndexProblem(s.path, s.roots, s.open_error) for s in self._slots.values() if s.open_error is not None
+            )
+
+    def gave_up(self) -> Optional[str]:
+        """Why an index will not be written by this daemon (damaged, or read-only for too long): the daemon stops.
+        None while every index is written, or waited for."""
+        with self._lock:
+            return self._gave_up
+
+    def waiting(self) -> int:
+        with self._lock:
+            return sum(len(s.waiting) for s in self._slots.values())
+
+    def oldest_wait_s(self) -> float:
+        """How long the oldest uncommitted record has waited (0: nothing waits)."""
+        with self._lock:
+            since = [s.uncommitted_since for s in self._slots.values() if s.uncommitted_since]
+        return time.monotonic() - min(since) if since else 0.0
+
+    # -- the thread
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception:
+            log.exception("the index writer failed")
+            raise
+
+    def _loop(self) -> None:
+        for slot in self._slots.values():
+            self._open(slot)
+        while True:
+            message = self._next_message()
+            if message is not None:
+                self._take(message)
+                deadline = time.monotonic() + self._linger
+                while not self._stopping and self.waiting() < MAX_BATCH:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    try:
+                        self._take(self._inbox.get(timeout=remaining))
+                    except queue.Empty:
+                        break
+                self._drain_nonblocking()
+            self._commit_due()
+            self._give_up_read_only()
+            if self._stopping:
+                self._finish()
+                return
+            self._idle_chores()
+
+    def _next_message(self) -> Optional[_Message]:
+        timeout = self._time_to_next_retry()
+        try:
+            return self._inbox.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _time_to_next_retry(self) -> float:
+        now = time.monotonic()
+        due = [s.retry_at - now for s in self._slots.values() if s.waiting or s.writer is None]
+        return max(0.05, min([*due, 5.0]))
+
+    def _drain_nonblocking(self) -> None:
+        while self.waiting() < MAX_BATCH * 4:
+            try:
+                self._take(self._inbox.get_nowait())
+            except queue.Empty:
+                return
+
+    def _take(self, message: _Message) -> None:
+        if isinstance(message, Write):
+            slot = self._slots.get(message.index)
+            if slot is None:
+                log.error("record for an unknown index %s dropped", message.index)
+                return
+            with self._lock:
+                if not slot.uncommitted_since:
+                    slot.uncommitted_since = time.monotonic()
+                slot.waiting.append(message)
+        elif isinstance(message, Heartbeat):
+            self._heartbeat = message.state
+        elif isinstance(message, DeletionFailed):
+            d = message.deletion
+            self._take(Write(d.index, d.root, RawFlagRow(Path(d.path), deleted=False, key=d.key), reported=False))
+        elif isinstance(message, RootGone):
+            self._close_inside(message.root)
+        elif isinstance(message, _Stop):
+            self._stopping = True
+
+    # -- opening
+
+    def _open(self, slot: _IndexSlot) -> None:
+        import sqlite3
+
+        try:
+            if slot.lock is None:
+                slot.lock = IndexLock.acquire(slot.path, roots=slot.roots)
+                self._warn_unlocked(slot)
+            identity = prepare_index(slot.path)  # right before SQLite opens it by name
+            slot.writer = IndexWriter(slot.path, durable=self._policy.drop_raw)
+            if prepare_index(slot.path) != identity:
+                raise IndexRefused(f"{slot.path} was replaced while it was opened: refused")
+            try:
+                for root in slot.roots:
+                    slot.writer.add_root(Path(root))
+                    slot.budgets[root] = RawBudget(self._policy, slot.writer.kept_raw_bytes(Path(root)))
+            except sqlite3.Error as exc:  # locked by another process, read-only: the first write says so
+                raise unusable_because(slot.path, exc) from exc
+        except (IndexUnusable, WatchRefused, OSError) as exc:
+            if slot.writer is not None:
+                slot.writer.close()
+            slot.writer = None  # the lock stays: this daemon is the index's writer, retrying
+            self._open_failed(slot, exc)
+            return
+        slot.failures = 0
+        slot.read_only_since = 0.0
+        with self._lock:
+            slot.open_error = None
+        log.info("index %s open for %s", slot.path, ", ".join(slot.roots))
+        self._on_index(slot.path, True)
+
+    def _open_failed(self, slot: _IndexSlot, exc: Exception) -> None:
+        if not self._once and isinstance(exc, (IndexLocked, IndexReadOnly, IndexDamaged)):
+            self._index_down(slot, exc)
+            self._on_index(slot.path, False)
+            return
+        if isinstance(exc, IndexBusy):
+            reason = f"it is being written by {exc.holder.describe()}"
+        elif isinstance(exc, IndexRefused):
+            reason = str(exc)
+        elif isinstance(exc, OSError):  # from the lock, taken first: creating .tcmp/ or the lock file in it
+            reason = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+        else:
+            reason = str(exc).replace(f"{slot.path}: ", "", 1)
+        with self._lock:
+            slot.open_error = reason
+        now = time.monotonic()
+        slot.retry_at = now + REOPEN_S
+        slot.failures += 1
+        if self._once:  # the daemon reports it once, when the pass is over
+            log.debug("cannot open the index %s for writing: %s", slot.path, reason)
+        elif slot.failures == 1 or now - slot.last_complaint >= 10 * COMPLAIN_EVERY_S:
+            slot.last_complaint = now
+            log.error(
+                "cannot open the index %s for writing: %s; files under %s are not indexed until it can be "
+                "written (retrying every %.0f s)",
+                slot.path, reason, ", ".join(slot.roots), REOPEN_S,
+            )  # fmt: skip
+        self._on_index(slot.path, False)
+
+    def _index_down(self, slot: _IndexSlot, exc: IndexUnusable) -> None:
+        """An index that is locked (waited for, with back-off), read-only (waited for up to a bound, then given up)
+        or damaged (given up at once). Nothing is deleted meanwhile: deletions follow commits."""
+        reason = str(exc).replace(f"{slot.path}: ", "", 1)
+        with self._lock:
+            slot.open_error = reason
+        now = time.monotonic()
+        if isinstance(exc, IndexDamaged):
+            with self._lock:
+                self._gave_up = self._gave_up or (
+                    f"index {slot.path} is {reason}: refused; {len(slot.waiting)} records not committed, no raw "
+                    "file deleted; move it aside to start a new one"
+                )
+            return
+        slot.failures += 1
+        delay = min(RETRY_FIRST_S * 2 ** (slot.failures - 1), RETRY_MAX_S)
+        slot.retry_at = now + delay
+        if isinstance(exc, IndexReadOnly) and not slot.read_only_since:
+            slot.read_only_since = now - (self._read_only_limit_s if self._once else 0.0)  # one pass: no waiting
+            slot.read_only_reason = reason
+        if slot.failures == 1 or now - slot.last_complaint >= 10 * COMPLAIN_EVERY_S:
+            slot.last_complaint = now
+            what = "is locked by another process" if isinstance(exc, IndexLocked) else "cannot be written"
+            bound = (
+                f"; given up after {self._read_only_limit_s:.0f} s or {READ_ONLY_MAX_RECORDS:,} records"
+                if isinstance(exc, IndexReadOnly) else ""
+            )  # fmt: skip
+            log.warning(
+                "index %s %s (%s); %d records wait in memory, files under %s wait, no raw file is deleted "
+                "meanwhile; retrying with back-off%s",
+                slot.path, what, reason, len(slot.waiting), ", ".join(slot.roots), bound,
+            )  # fmt: skip
+
+    def _give_up_read_only(self) -> None:
+        now = time.monotonic()
+        for slot in self._slots.values():
+            if not slot.read_only_since or self._gave_up is not None:
+                continue
+            waited = now - slot.read_only_since
+            if waited >= self._read_only_limit_s or len(slot.waiting) >= READ_ONLY_MAX_RECORDS:
+                with self._lock:
+                    self._gave_up = (
+                        f"index {slot.path} cannot be written ({slot.read_only_reason}) for {waited:.0f} s; "
+                        f"{len(slot.waiting)} records not committed, no raw file deleted"
+                    )
+
+    def _close_inside(self, root: str) -> None:
+        for slot in self._slots.values():
+            inside = str(slot.path).startswith(root.rstrip("/") + "/")
+            if slot.writer is not None and (inside or not slot.path.exists()):
+                slot.writer.close()
+                slot.writer = None
+                if slot.lock is not None:
+                    slot.lock.release()
+                    slot.lock = None
+                slot.retry_at = time.monotonic() + 1.0
+                with self._lock:
+                    dropped, slot.waiting = slot.waiting, []
+                    slot.uncommitted_since = 0.0
+                log.warning("index %s went away with %s; %d uncommitted records dropped", slot.path, root, len(dropped))
+                self._on_committed(_reported_paths(dropped))  # nothing waits for them now
+                self._on_index(slot.path, False)
+
+    # -- committing
+
+    def _commit_due(self) -> None:
+        now = time.monotonic()
+        for slot in self._slots.values():
+            if slot.writer is None:
+                if now >= slot.retry_at:
+                    self._open(slot)
+                if slot.writer is None:
+                    continue
+            if slot.waiting and (now >= slot.retry_at or self._stopping):
+                self._commit(slot)
+
+    def _commit(self, slot: _IndexSlot) -> None:
+        started = time.monotonic()
+        with self._lock:
+            batch, slot.waiting = slot.waiting, []
+        batch = [self._with_retention(slot, w) for w in batch]  # decided once: a retried batch keeps its decisions
+        try:
+            result = slot.writer.write([w.record for w in batch])  # type: ignore[union-attr]
+        except Exception as exc:
+            self._commit_failed(slot, batch, exc)
+            return
+        slot.failures = 0
+        slot.retry_at = 0.0
+        with self._lock:
+            slot.uncommitted_since = started if slot.waiting else 0.0  # later arrivals came after `started`
+        slot.last_write = time.monotonic()
+        slot.checkpointed = False
+        self._after_commit(slot, batch, result)
+
+    def _with_retention(self, slot: _IndexSlot, write: Write) -> Write:
+        """Decide, before the commit and in commit order, whether the file's raw data goes (raw_deleted=True)."""
+        record = write.record
+        if write.retention_decided or not isinstance(record, SummaryRow):
+            return write
+        budget = slot.budgets.get(write.root)
+        delete = budget is not None and budget.should_delete(record.file, record.summary.op_name, record.key.size)
+        decided = dataclasses.replace(record, raw_deleted=True) if delete else record
+        return dataclasses.replace(write, record=decided, retention_decided=True)
+
+    def _after_commit(self, slot: _IndexSlot, batch: list[Write], result: CommitResult) -> None:
+        with self._lock:
+            self.committed_files += result.files
+            self.committed_bytes += result.bytes
+        for write in batch:  # deletions only now: their summaries are committed
+            record = write.record
+            if isinstance(record, SummaryRow) and record.raw_deleted:
+                self._deleter.put(Deletion(str(record.file.path), write.root, slot.path, record.key, result.seq))
+        if result.raw_deleted:
+            log.debug("commit %d of %s: %d files, %d raw files to delete", result.seq, slot.path, result.files,
+                      result.raw_deleted)  # fmt: skip
+        self._on_committed(_reported_paths(batch))
+
+    def _commit_failed(self, slot: _IndexSlot, batch: list[Write], exc: Exception) -> None:
+        import sqlite3
+
+        with self._lock:
+            slot.waiting = batch + slot.waiting
+        if isinstance(exc, sqlite3.Error) and not isinstance(exc, (sqlite3.IntegrityError, sqlite3.OperationalError)):
+            exc = unusable_because(slot.path, exc)  # a garbled page
+        elif isinstance(exc, sqlite3.OperationalError) and ("readonly" in str(exc) or "read-only" in str(exc)):
+            exc = unusable_because(slot.path, exc)
+        if isinstance(exc, (IndexReadOnly, IndexDamaged)):  # reopened (and checked) before the next attempt
+            slot.writer.close()  # type: ignore[union-attr]
+            slot.writer = None
+            slot.failures = 0
+            self._index_down(slot, exc)
+            self._on_index(slot.path, False)
+            return
+        if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
+            slot.failures += 1
+            delay = min(RETRY_FIRST_S * 2 ** (slot.failures - 1), RETRY_MAX_S)
+            slot.retry_at = time.monotonic() + delay
+            text = str(exc)
+            if "locked" in text or "busy" in text:
+                what = "is locked by another process"
+            elif "readonly" in text or "read-only" in text:
+                what = "has become read-only"
+            else:
+                what = "cannot be written"
+            now = time.monotonic()
+            if now - slot.last_complaint >= COMPLAIN_EVERY_S or slot.failures == 1:
+                slot.last_complaint = now
+                log.warning(
+                    "index %s %s (%s); %d records wait in memory, no raw file is deleted meanwhile; retrying in "
+                    "%.0f s",
+                    slot.path, what, text, len(slot.waiting), delay,
+                )  # fmt: skip
+            return
+        # not a condition of the database (or a constraint the batch breaks, which it would break again): a bug.
+        # Drop the batch so it cannot wedge the writer; the files are found again by the next start-up scan, and
+        # no raw file was deleted for them.
+        log.exception("writing %d records to %s failed; dropped", len(batch), slot.path)
+        with self._lock:
+            slot.waiting = slot.waiting[len(batch) :]
+            slot.uncommitted_since = time.monotonic() if slot.waiting else 0.0
+        self._on_committed(_reported_paths(batch))
+
+    # -- housekeeping
+
+    def _idle_chores(self) -> None:
+        now = time.monotonic()
+        state, self._heartbeat = self._heartbeat, None
+        for slot in self._slots.values():
+            if slot.writer is None:
+                continue
+            try:
+                if state is not None:
+                    slot.writer.write_daemon_state(state)
+                if not slot.checkpointed and not slot.waiting and now - slot.last_write >= CHECKPOINT_IDLE_S:
+                    slot.writer.prune_commits()
+                    slot.writer.checkpoint()
+                    slot.checkpointed = True
+            except Exception as exc:  # locked or read-only: the next commit attempt reports it
+                log.debug("housekeeping on %s skipped: %s", slot.path, exc)
+
+    def _finish(self) -> None:
+        deadline = time.monotonic() + 20.0
+        while any(s.waiting and s.writer is not None for s in self._slots.values()) and time.monotonic() < deadline:
+            for slot in self._slots.values():
+                if slot.waiting and slot.writer is not None:
+                    self._commit(slot)
+            if any(s.waiting for s in self._slots.values()):
+                time.sleep(0.2)
+        lost = self.waiting()
+        if lost and self._gave_up is None:  # else the reason the daemon stops says it
+            log.error("%d records could not be committed before stopping; their files are examined again next start",
+                      lost)  # fmt: skip
+        self._idle_chores()
+        for slot in self._slots.values():
+            if slot.writer is not None:
+                with contextlib.suppress(Exception):
+                    slot.writer.checkpoint()
+                slot.writer.close()
+                slot.writer = None
+        self._release_locks()
+
+
+def _record_path(record: IndexRecord) -> str:
+    return str(record.file.path if isinstance(record, (SummaryRow, GraphRow)) else record.path)
+
+
+def _reported_paths(batch: list[Write]) -> tuple[str, ...]:
+    return tuple(_record_path(w.record) for w in batch if w.reported)
