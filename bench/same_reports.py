@@ -5,7 +5,8 @@ bench_compare.py, a fusion-off GE pair, and a small dump summarized by `tcmp wat
 compare reads the index), runs `tcmp compare` (the installed CLI of the tree being checked) on each into
 --work/reports/LABEL, and with --against LABEL compares every report file byte for byte (`cmp`) with those of an
 earlier run. The reports' time stamp (in file names and in the summary's and page's text) is the only thing
-normalized: it is replaced by a fixed one.
+normalized: it is replaced by a fixed one, and so are the page's time of writing and the report directory
+(it holds the label).
 
     python bench/same_reports.py --work /data/same --label before      # on the old tree
     python bench/same_reports.py --work /data/same --label after --against before   # on the new tree
@@ -14,12 +15,15 @@ normalized: it is replaced by a fixed one.
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 from tcmp.schemas.synth.model import ModelConfig
@@ -27,6 +31,7 @@ from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_
 
 _STAMP = re.compile(rb"(?<=tcmp_compare_rank)(\d+)_(\d{14})")
 _FIXED = b"\\1_00000000000000"
+_WRITTEN_AT = re.compile(rb"(?<=Written by tcmp )(\S+) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d")  # the page's footer
 
 
 def _dumps(work: Path) -> dict[str, tuple[Path, Path, tuple[str, ...]]]:
@@ -75,9 +80,11 @@ def _dumps(work: Path) -> dict[str, tuple[Path, Path, tuple[str, ...]]]:
 
 
 def _normalize(directory: Path) -> None:
+    """Fixed time stamps, and the report directory (which names the run's label) replaced by `REPORTS`."""
     for path in sorted(directory.iterdir()):
         fixed = path.with_name(_STAMP.sub(_FIXED, path.name.encode()).decode())
-        fixed.write_bytes(_STAMP.sub(_FIXED, path.read_bytes()))
+        content = _STAMP.sub(_FIXED, path.read_bytes().replace(str(directory).encode(), b"REPORTS"))
+        fixed.write_bytes(_WRITTEN_AT.sub(b"\\1 at 2000-01-01 00:00:00", content))
         if fixed != path:
             path.unlink()
 
@@ -87,28 +94,39 @@ def main() -> int:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--label", required=True, help="name of this run's reports")
     parser.add_argument("--against", help="an earlier run's label: cmp every report file with it")
+    parser.add_argument("--cmp-only", action="store_true", help="compare the reports already written under --label")
     args = parser.parse_args()
     os.environ["XDG_CACHE_HOME"] = str(args.work / "cache")
     reports = args.work / "reports" / args.label
+    if not args.cmp_only:
+        _compare_all(args.work, reports)
+    if not args.against:
+        return 0
+    return _cmp_reports(args.work / "reports" / args.against, reports)
+
+
+def _compare_all(work: Path, reports: Path) -> None:
     shutil.rmtree(reports, ignore_errors=True)
-    for label, (target, golden, extra) in _dumps(args.work).items():
+    for label, (target, golden, extra) in _dumps(work).items():
         out = reports / label
         out.mkdir(parents=True)
         command = ["tcmp", "compare", "-tp", str(target), "-gp", str(golden), "-o", str(out), "-hl", *extra]
         started = time.monotonic()
-        done = subprocess.run(command, capture_output=True, cwd=args.work)
+        done = subprocess.run(command, capture_output=True, cwd=work)
         (out / "console.txt").write_bytes(done.stdout + done.stderr + f"exit {done.returncode}\n".encode())
         _normalize(out)
         print(f"{label}: compared in {time.monotonic() - started:.1f} s, exit {done.returncode}", flush=True)
-    if not args.against:
-        return 0
-    before = args.work / "reports" / args.against
+
+
+def _cmp_reports(before: Path, reports: Path) -> int:
     differ = 0
     for label in sorted(p.name for p in before.iterdir()):
         names = sorted({p.name for p in (before / label).iterdir()} | {p.name for p in (reports / label).iterdir()})
         for name in names:
             old, new = before / label / name, reports / label / name
-            if name.endswith(".xlsx"):  # xlsxwriter stamps the workbook's creation time: compare its cells
+            if name.endswith(".html"):  # the rows are gzip in base64: compare them inflated, paths normalized
+                same = old.exists() and new.exists() and _page_text(old, before) == _page_text(new, reports)
+            elif name.endswith(".xlsx"):  # xlsxwriter stamps the workbook's creation time: compare its cells
                 same = old.exists() and new.exists() and _xlsx_cells(old) == _xlsx_cells(new)
             else:
                 same = old.exists() and new.exists() and subprocess.run(["cmp", "-s", old, new]).returncode == 0
@@ -116,6 +134,22 @@ def main() -> int:
             print(f"{'same' if same else 'DIFFERENT'}  {label}/{name}  ({size:,} bytes)")
             differ += not same
     return 1 if differ else 0
+
+
+_BASE64_BLOCK = re.compile(rb'(<script type="application/x-tcmp-base64"[^>]*>)([^<]*)(</script>)')
+
+
+def _page_text(path: Path, reports: Path) -> bytes:
+    """The page with each base64 block of gzip replaced by its inflated text, the report directory normalized."""
+
+    def inflated(match: re.Match) -> bytes:
+        data = base64.b64decode(match.group(2))
+        with contextlib.suppress(zlib.error):  # a block that is not gzip (a library) is compared as decoded
+            data = zlib.decompress(data, 31)
+        return match.group(1) + data + match.group(3)
+
+    text = _BASE64_BLOCK.sub(inflated, path.read_bytes())
+    return _STAMP.sub(_FIXED, text.replace(str(path.parent).encode(), b"REPORTS"))
 
 
 def _xlsx_cells(path: Path) -> bytes:
