@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml setup.py summaries/compiled.c | $(BIN)/python
+$(VENV)/.installed: pyproject.toml setup.py tcmp/summaries/compiled.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@

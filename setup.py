@@ -1,5 +1,5 @@
-"""The optional C extension tcmp.summaries.compiled (summaries/compiled.c): tensor mode's one-pass pair loop and the
-summaries' moments loops. Everything else is declared in pyproject.toml. Without a C compiler the install still
+"""The optional C extension tcmp.summaries.compiled (tcmp/summaries/compiled.c): tensor mode's one-pass pair loop
+and the summaries' moments loops. Everything else is declared in pyproject.toml. Without a C compiler the install still
 succeeds (`optional`) and tcmp computes the same numbers with numpy, several times slower."""
 
 from setuptools import Extension, setup
@@ -8,7 +8,7 @@ setup(
     ext_modules=[
         Extension(
             "tcmp.summaries.compiled",
-            sources=["summaries/compiled.c"],
+            sources=["tcmp/summaries/compiled.c"],
             optional=True,
             # -fopenmp-simd: the `omp simd` reductions vectorize without -ffast-math (no OpenMP runtime);
             # -ffp-contract=off: no fused multiply-adds, so element-wise results equal numpy's bit for bit;

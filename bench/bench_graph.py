@@ -1,6 +1,6 @@
 """Benchmark of the graph text reader (issue 14; not a test).
 
-A graph shaped like the one torchair converts from a decoder-only LLM (schemas/synth/decoder_graph.py: ~72 GE ops
+A graph shaped like the one torchair converts from a decoder-only LLM (tcmp/schemas/synth/decoder_graph.py: ~72 GE ops
 per layer — a decomposed rms_norm, projections with unfed optional inputs, reshapes and transposes fed by `Const`
 ops with raw bytes, attention, a gated MLP; list attributes with `val_type`, input and output descs with shapes
 and `_meta` strings, `_fx_tensor_name` where torchair's converter sets it) is printed with protobuf's own

@@ -1,4 +1,4 @@
-"""The GE → FX matcher's rules, one hand-built dump pair each (compare/fx_match.py, fx_side.py, fx_leftovers.py,
+"""The GE → FX matcher's rules, one hand-built dump pair each (tcmp/compare/match/fx.py, fx_side.py, fx_leftovers.py,
 torchair_rules.py): which GE tensor is paired with which FX file, and why the others are listed.
 
 Each pair is what torchair 2.14 writes for a few FX nodes (the graph text with the `_fx_tensor_name`s its converters

@@ -1,4 +1,4 @@
-"""Stack Info from the capture helper's stack file (compare/fx_stacks.py), on tcmp's synthetic torchair dumps.
+"""Stack Info from the capture helper's stack file (tcmp/compare/collect/stacks.py), on tcmp's synthetic torchair dumps.
 
 The expected stack of a row is worked out here from the graph and the stack file this test writes: the stack of
 the FX node the row's GE op is named after; a fused op's, its first member's that has one."""

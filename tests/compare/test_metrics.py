@@ -4,7 +4,8 @@ spec (float64 cosine/EucDist/MaxAbsErr; relative errors in msprobe's result type
 rounding), and checked against the value the spec table prints. msprobe rounds a cosine above 0.9999 to 6 decimals
 as well; tcmp does not (README, "Numbers"), so its cosine is checked to round to msprobe's printed one.
 
-Every test here runs twice: with the compiled pair loop (summaries/compiled.c) and with the numpy path that stands in
+Every test here runs twice: with the compiled pair loop (tcmp/summaries/compiled.c) and with the numpy path that
+stands in
 where that extension is not built."""
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ def test_the_result_filter_shows_exactly_the_fail_rows(page, report):
 
 
 def payload(html: Path) -> dict:
-    """The page's data block, inflated and decoded as the page decodes it (module docstring of compare/page.py)."""
+    """The page's data block, inflated and decoded as the page decodes it (tcmp/compare/report/page.py's docstring)."""
     block = re.search(r'<script type="application/x-tcmp-base64" id="tcmp-data">([^<]*)</script>', html.read_text())
     data = json.loads(gzip.decompress(base64.b64decode(block.group(1))))
     data["rows"] = [[words[c] if isinstance(c, int) else c for words, c in zip(data["words"], r)] for r in data["rows"]]

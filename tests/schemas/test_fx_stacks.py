@@ -1,4 +1,4 @@
-"""The FX stack file (schemas/fx_stacks.py): what the capture helper writes, what the compare reads."""
+"""The FX stack file (tcmp/schemas/fx_stacks.py): what the capture helper writes, what the compare reads."""
 
 from __future__ import annotations
 

@@ -321,7 +321,7 @@ def test_a_file_cut_anywhere_is_incomplete_or_its_first_rows(tmp_path_factory, t
 
 
 # ------------------------------------------------------------------------------------------------------------
-# tcmp's synthetic writers (schemas/synth/stats_csv.py) write what the C++ writes: hand-worked lines
+# tcmp's synthetic writers (tcmp/schemas/synth/stats_csv.py) write what the C++ writes: hand-worked lines
 
 
 def test_synthetic_aicpu_writer_lines():

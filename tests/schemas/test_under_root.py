@@ -1,4 +1,4 @@
-"""Reaching files below a root without following a symlink (schemas/under_root.py), on real directories."""
+"""Reaching files below a root without following a symlink (tcmp/schemas/under_root.py), on real directories."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ this module what they mean) instead of protobuf's `text_format`, for two reasons
 - protobuf's text parser is pure Python at ~4 MB/s; graphs of large models are tens of MB. Reading only what
   tcmp uses, from a one-field-per-line layout classified with numpy, runs at tens of MB/s.
 
-On every file protobuf's `text_format` accepts (against `schemas/proto/ge_ir.proto`), the records equal those
+On every file protobuf's `text_format` accepts (against `tcmp/schemas/proto/ge_ir.proto`), the records equal those
 protobuf's message gives (tests/schemas/test_graph_reference.py). The peer's line-based parser breaks on strings
 containing `": "` or `" {"` and treats control edges as data inputs (§5.3 items 5, 11); neither happens here.
 """

@@ -62,7 +62,7 @@ def datatables_css() -> Library:
 
 @functools.cache
 def page_file(name: str) -> str:
-    """The page's own template, script or style (compare/page_files/)."""
+    """The page's own template, script or style (page_files/)."""
     return (PAGE_FILES / name).read_text(encoding="utf-8")
 
 

@@ -1,5 +1,5 @@
 "use strict";
-// tcmp's HTML report: reads the payload compare/page.py wrote (its docstring lists the fields), then draws the
+// tcmp's HTML report: reads the payload tcmp/compare/report/page.py wrote (its docstring lists the fields), then draws the
 // error along the network (plotly.js), the rows (DataTables with Scroller: only the rows in view are in the DOM)
 // and, for the selected op, its producers and consumers in the graph with their verdicts.
 (function () {
