@@ -26,8 +26,9 @@ from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas import proto
+from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_records import IO
-from tcmp.schemas.dump_tree import DumpDir, DumpFile
+from tcmp.schemas.dump_tree import DumpFile
 from tcmp.schemas.ge_dump import LENGTH_PREFIX
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph

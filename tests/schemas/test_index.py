@@ -18,8 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tcmp.schemas.dump_outline import discover
 from tcmp.schemas.dump_records import IO, FileSummary, Summary, TensorKind, TensorSummary
-from tcmp.schemas.dump_tree import INDEX_DIR, DumpFile, GraphFile, discover, locate
+from tcmp.schemas.dump_tree import INDEX_DIR, DumpFile, GraphFile, locate
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge, OutputDesc, read_graph
 from tcmp.schemas.index import (
     INDEX_FILE,
