@@ -32,7 +32,7 @@ from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.dump_records import IO
 from tcmp.schemas.formats import Format
 from tcmp.schemas.ge_names import sanitize
-from tcmp.schemas.graph import GraphNameForm
+from tcmp.schemas.graph_names import GraphNameForm
 from tcmp.schemas.synth.fx_writer import FxEra, FxWriter
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
