@@ -56,8 +56,9 @@ from tcmp.compare.judge import metrics
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas import ge_dump
 from tcmp.schemas.host import usable_cpus
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 
 def read_all(roots) -> int:

@@ -6,7 +6,7 @@ ops with raw bytes, attention, a gated MLP; list attributes with `val_type`, inp
 and `_meta` strings, `_fx_tensor_name` where torchair's converter sets it) is printed with protobuf's own
 printer, then read, in the same run, by:
 
-- tcmp's reader (`tcmp.schemas.graph.read_graph`: the one-field-per-line path every printer's output takes);
+- tcmp's reader (`tcmp.schemas.graph_reader.read_graph`: the one-field-per-line path every printer's output takes);
 - protobuf's `text_format.Parse` against the same schema (the reference, pure Python), and the records taken
   from its message;
 - tcmp's tokenizer path alone (what a file off the printers' layout costs), for reference.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from tcmp.schemas.graph import _Reader, read_graph
+from tcmp.schemas.graph_reader import _Reader, read_graph
 from tcmp.schemas.graph_tokens import token_view
 from tcmp.schemas.proto import GraphDef
 from tcmp.schemas.synth.decoder_graph import decoder_graph_specs

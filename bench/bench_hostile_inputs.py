@@ -44,8 +44,8 @@ GRAPH_NAME = graph_file_name(1, 0, 7, "20261129083000000000")
 READ = {  # (import, read): only the read is timed
     "npz": ("from tcmp.schemas.stats_files import read_ge_min_max_npz as read", "print(len(read(path)[0]))"),
     "npy": ("from tcmp.schemas.fx_dump import read_fx_value as read", "print(float(read(path).array.min()))"),
-    "graph": ("from tcmp.schemas.graph import read_graph as read", "print(len(read(path).ops))"),
-    "nothing": ("import tcmp.schemas.stats_files, tcmp.schemas.graph", "pass"),
+    "graph": ("from tcmp.schemas.graph_reader import read_graph as read", "print(len(read(path).ops))"),
+    "nothing": ("import tcmp.schemas.stats_files, tcmp.schemas.graph_reader", "pass"),
 }
 CHILD = """
 import sys, time

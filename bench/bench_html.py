@@ -31,8 +31,9 @@ from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report import page_assets
 from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.host import usable_cpus
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

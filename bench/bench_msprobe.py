@@ -55,8 +55,9 @@ from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_dump import GeTensor, read_ge_dump
 from tcmp.schemas.ge_nano import NANO_INPUTS_TAG, NANO_OUTPUTS_TAG, NANO_TO_PROTO_DTYPE
 from tcmp.schemas.host import usable_cpus
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_VENV = ROOT / "build" / "msprobe-venv"

@@ -26,8 +26,9 @@ import time
 import zlib
 from pathlib import Path
 
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 _STAMP = re.compile(rb"(?<=tcmp_compare_rank)(\d+)_(\d{14})")
 _FIXED = b"\\1_00000000000000"

@@ -17,9 +17,10 @@ from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.formats import Format
 from tcmp.schemas.ge_dump import GeDumpReader
 from tcmp.schemas.parse import find_dump_files, parse_dumps, parse_file
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 from tcmp.schemas.synth.model import TensorRef, build_model_values
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 DT = DataType
 TS = 1764400000000000

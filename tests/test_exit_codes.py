@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 
 @pytest.fixture(scope="module")

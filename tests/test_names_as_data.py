@@ -15,8 +15,9 @@ from pathlib import Path
 import openpyxl
 import pytest
 
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 TCMP = [sys.executable, "-m", "tcmp"]
 # clears the screen, homes the cursor, prints a forged verdict line in markup, rings the bell, reverses the rest

@@ -26,8 +26,9 @@ from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report.outcome import CompareOptions, CompareResult
 from tcmp.daemon.status import read_status
 from tcmp.schemas.index import IndexStatus, IndexUnusable, default_index_path
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 DEMO_FAULTS = (
     Fault("layers.1/MatMul_1", FaultKind.REL_ERROR, magnitude=0.03),

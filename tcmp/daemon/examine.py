@@ -29,7 +29,7 @@ from typing import Optional, Union
 from tcmp.schemas.dump_tree import DumpFile, GraphFile, Unrecognized, locate
 from tcmp.schemas.errors import DumpCorrupt, DumpError, DumpIncomplete, GraphParseError, describe
 from tcmp.schemas.ge_names import MAPPING_FILE, hashed_stem, parse_mapping
-from tcmp.schemas.graph import read_graph
+from tcmp.schemas.graph_reader import read_graph
 from tcmp.schemas.host import one_blas_thread
 from tcmp.schemas.index import FileKey, GraphRow, SummaryRow
 from tcmp.schemas.under_root import (

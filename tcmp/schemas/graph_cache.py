@@ -21,8 +21,10 @@ import stat
 from pathlib import Path
 from typing import Optional
 
+from tcmp.schemas.errors import GraphParseError
 from tcmp.schemas.files import Directory, write_atomically
-from tcmp.schemas.graph import Graph, GraphOp, GraphParseError, parse_graph_bytes, read_graph
+from tcmp.schemas.graph import Graph, GraphOp
+from tcmp.schemas.graph_reader import parse_graph_bytes, read_graph
 
 CACHE_VERSION = 3  # 3: keyed by the file's identity, checked by its content hash, out of the dump tree
 

@@ -28,8 +28,9 @@ from tcmp.compare.cluster.run import run_cluster_compare
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.records import CompareError
 from tcmp.compare.report.outcome import CompareOptions
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 pytestmark = pytest.mark.slow
 

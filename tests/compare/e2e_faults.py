@@ -1,7 +1,7 @@
 """The faults the end-to-end dumps carry (test_compare_e2e, the HTML report's browser tests): one of every kind the
 compare must tell apart — a relative error, NaN, a shape change, inf, a truncated file, a corrupt header."""
 
-from tcmp.schemas.synth.scenario import Fault, FaultKind
+from tcmp.schemas.synth.faults import Fault, FaultKind
 
 FAULTS = (
     Fault("layers.1/MatMul_1", FaultKind.REL_ERROR, tokens=(1,)),

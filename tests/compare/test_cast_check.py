@@ -21,9 +21,10 @@ from tcmp.daemon.service import WatchConfig, run_watch
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.dump_records import Summary
 from tcmp.schemas.ge_dump import open_ge_dump
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 BF16 = ml_dtypes.bfloat16
 

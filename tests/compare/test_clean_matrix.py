@@ -28,14 +28,15 @@ from tcmp.compare.execute.run import run_compare
 from tcmp.compare.judge.verdict import Result
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, FxEra, Scenario, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import FxEra, Scenario, ScenarioConfig, write_scenario
 
 pytestmark = pytest.mark.slow
 
 DTYPES = {"fp16": DataType.DT_FLOAT16, "bf16": DataType.DT_BF16, "fp32": DataType.DT_FLOAT}
-# the three FX layout eras of tcmp/schemas/dump_tree.py: rank directories (>= 2025-08), data_dump/{step}/gm_* (2024-03 …
-# 2025-05), gm_*/{step} (2023-10 … 2024-02); the GE tree has rank directories only in the newest
+# three of the FX layout eras of tcmp/schemas/dump_places.py: rank directories (>= 2025-08), data_dump/{step}/gm_*
+# (2024-03 … 2025-05), gm_*/{step} (2023-10 … 2024-02); the GE tree has rank directories only in the newest
 ERAS = {"ranked": FxEra.RANKED, "data_dump": FxEra.MSPROBE_DATA_DUMP, "gm_step": FxEra.GM_STEP}
 SOURCES = ("tensor", "statistics", "index")
 ULP_NOISE = 2

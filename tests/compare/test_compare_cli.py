@@ -12,8 +12,9 @@ import pytest
 
 from tcmp.compare.records import UnmatchedKind
 from tcmp.compare.report.table import text
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 
 @pytest.fixture(scope="module")

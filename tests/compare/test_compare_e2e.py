@@ -26,13 +26,15 @@ from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas import proto
+from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_records import IO
-from tcmp.schemas.dump_tree import DumpDir, DumpFile
+from tcmp.schemas.dump_tree import DumpFile
 from tcmp.schemas.ge_dump import LENGTH_PREFIX
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph
+from tcmp.schemas.synth.faults import VALUE_FAULTS, Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, FxEra, Scenario, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import FxEra, Scenario, ScenarioConfig, write_scenario
 from tcmp.schemas.synth.stats_csv import CONFIG_NAMES, DEFAULT_SELECTION, AdumpStatsWriter
 from tcmp.schemas.synth.summaries import to_appendix_min_max, to_stats_csv
 

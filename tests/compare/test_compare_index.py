@@ -21,8 +21,9 @@ from tcmp.schemas.dtypes import to_float32
 from tcmp.schemas.dump_records import IO
 from tcmp.schemas.ge_dump import open_ge_dump
 from tcmp.schemas.index import open_index
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 from tcmp.schemas.synth.stats_csv import CONFIG_NAMES, AdumpStatsWriter
 from tcmp.schemas.synth.summaries import to_stats_csv
 

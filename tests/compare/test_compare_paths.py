@@ -216,7 +216,7 @@ def _touch(path: Path) -> None:
     ],
 )
 def test_the_dumps_a_tree_holds_are_told_by_their_roots(tmp_path, files, roots):
-    from tcmp.schemas.dump_tree import dump_roots, outline
+    from tcmp.schemas.dump_outline import dump_roots, outline
 
     for name in files:
         _touch(tmp_path / name)

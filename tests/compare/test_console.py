@@ -20,8 +20,9 @@ from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.verdict import Thresholds
 from tcmp.compare.report.console import legend, print_summary, token_ranges
 from tcmp.compare.report.outcome import CompareOptions, DataMode
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 NAN_OP = "SoftmaxV2_2"
 TOKENS = 3

@@ -11,9 +11,10 @@ import numpy as np
 
 from tcmp.schemas.dtypes import to_float32
 from tcmp.schemas.ge_dump import open_ge_dump
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.fx_writer import FxEra
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 
 def compare(cli, target, golden, out, *extra):

@@ -5,7 +5,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.judge.evaluate import Loaded, TensorLoader, Unavailable, _at_npu_precision, _in_npu_shape, evaluate
+from tcmp.compare.judge.evaluate import _at_npu_precision, _in_npu_shape, evaluate
+from tcmp.compare.judge.loader import Loaded, TensorLoader, Unavailable
 from tcmp.compare.judge.metrics import EMPTY_BOTH, Mode
 from tcmp.compare.judge.verdict import Result, Thresholds
 from tcmp.compare.records import Pair, TensorRef

@@ -13,8 +13,8 @@ from tcmp.compare.judge.verdict import Result
 from tcmp.compare.match.executions import fx_calls
 from tcmp.compare.match.fx_side import FxSide
 from tcmp.compare.records import UnmatchedKind
+from tcmp.schemas.dump_outline import scan_directory
 from tcmp.schemas.dump_records import IO, Side, Summary, TensorKind, TensorSummary
-from tcmp.schemas.dump_tree import scan_directory
 
 ADD = "add_2-aten.add.Tensor"
 TANH, NEG = "tanh-aten.tanh.default", "neg-aten.neg.default"

@@ -12,7 +12,8 @@ import pytest
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.fx_stacks import FxStackGraph, write_stack_file
-from tcmp.schemas.graph import parse_graph_file_name, read_graph
+from tcmp.schemas.graph_names import parse_graph_file_name
+from tcmp.schemas.graph_reader import read_graph
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import PID, ScenarioConfig, write_scenario
 

@@ -20,8 +20,9 @@ from openpyxl.utils import get_column_letter
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.compare.report.table import NAN_INF_COLUMNS, STATISTICS_COLUMNS, number
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 NAN_OP = "SoftmaxV2_2"  # as the demo: a NaN in token 1, spreading to everything downstream
 

@@ -23,8 +23,9 @@ from tcmp.compare.report import page_assets
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.compare.report.page_graph import TableOp, page_graph
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge
+from tcmp.schemas.synth.faults import VALUE_FAULTS, Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import VALUE_FAULTS, Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 CHROMIUM = Path("/usr/bin/chromium")
 # as the brief of the issue gives them: no GPU, and none of Chromium's own connections (this machine has no network)

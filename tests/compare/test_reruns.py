@@ -20,10 +20,11 @@ from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
 from tcmp.schemas.dump_records import IO
 from tcmp.schemas.ge_dump import read_ge_dump
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.ge_writer import write_ge_dump
 from tcmp.schemas.synth.graph_writer import graph_file_name, write_graph
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 RERUN = "MatMul_0"  # its input 0 comes from the fused RMS norm (Mul_1_0 is not dumped under its own name)
 MUL = "mul-aten.mul.Tensor"

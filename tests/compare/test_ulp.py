@@ -26,8 +26,9 @@ from tcmp.compare.report.outcome import CompareOptions
 from tcmp.compare.report.table import columns
 from tcmp.compare.rules.ulp import RULE
 from tcmp.schemas.dtypes import DataType
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 BF16 = ml_dtypes.bfloat16
 README = Path(__file__).resolve().parents[2] / "README.md"

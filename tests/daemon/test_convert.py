@@ -13,7 +13,7 @@ import numpy as np
 from daemon_testlib import crc, fx_path, npy_bytes, write_fx
 
 from tcmp.daemon.examine import Failed, GraphParsed, NotReady, Skipped, Summarized, Vanished, WorkerPool, examine
-from tcmp.schemas.graph import read_graph
+from tcmp.schemas.graph_reader import read_graph
 from tcmp.schemas.index import FileKey
 from tcmp.schemas.synth.ge_writer import TensorSpec, encode_ge_dump
 from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph

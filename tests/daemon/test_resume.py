@@ -12,7 +12,7 @@ from daemon_testlib import crc, fx_path, index_rows, npy_bytes, tensor_rows, wri
 
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
-from tcmp.schemas.graph import read_graph
+from tcmp.schemas.graph_reader import read_graph
 from tcmp.schemas.index import default_index_path, open_index
 from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
 

@@ -8,18 +8,9 @@ import pytest
 from google.protobuf import text_format
 
 from tcmp.schemas.errors import GraphParseError
-from tcmp.schemas.graph import (
-    FxTensorName,
-    GraphFileName,
-    GraphKind,
-    GraphNameForm,
-    InputEdge,
-    is_other_graph_dump,
-    parse_graph_file_name,
-    parse_graph_text,
-    parse_input_edge,
-    read_graph,
-)
+from tcmp.schemas.graph import FxTensorName, InputEdge, parse_input_edge
+from tcmp.schemas.graph_names import GraphFileName, GraphKind, GraphNameForm, is_other_graph_dump, parse_graph_file_name
+from tcmp.schemas.graph_reader import parse_graph_text, read_graph
 from tcmp.schemas.proto import GraphDef
 from tcmp.schemas.synth.graph_writer import (
     GraphOpSpec,

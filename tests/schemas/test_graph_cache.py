@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from tcmp.schemas import graph_cache
-from tcmp.schemas.graph import read_graph
+from tcmp.schemas.graph_reader import read_graph
 from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, write_graph
 
 

@@ -15,8 +15,8 @@ import hypothesis.strategies as st
 from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 
-from tcmp.schemas.graph import _WANTED_KEYS, _Reader, parse_graph_text
 from tcmp.schemas.graph_lines import line_view
+from tcmp.schemas.graph_reader import _WANTED_KEYS, _Reader, parse_graph_text
 from tcmp.schemas.graph_text import NotLineShaped
 from tcmp.schemas.graph_tokens import token_view
 from tcmp.schemas.proto import GE_IR_DATA_TYPE, GraphDef, ModelDef

@@ -18,9 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tcmp.schemas.dump_outline import discover
 from tcmp.schemas.dump_records import IO, FileSummary, Summary, TensorKind, TensorSummary
-from tcmp.schemas.dump_tree import INDEX_DIR, DumpFile, GraphFile, discover, locate
-from tcmp.schemas.graph import Graph, GraphOp, InputEdge, OutputDesc, read_graph
+from tcmp.schemas.dump_tree import INDEX_DIR, DumpFile, GraphFile, locate
+from tcmp.schemas.graph import Graph, GraphOp, InputEdge, OutputDesc
+from tcmp.schemas.graph_reader import read_graph
 from tcmp.schemas.index import (
     INDEX_FILE,
     SCHEMA_VERSION,
@@ -191,7 +193,7 @@ def test_graph_is_served_only_while_the_file_is_unchanged_or_gone(root):
 
 
 def _graph_name(path: Path):
-    from tcmp.schemas.graph import parse_graph_file_name
+    from tcmp.schemas.graph_names import parse_graph_file_name
 
     return parse_graph_file_name(path.name)
 

@@ -13,22 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tcmp.schemas.dump_outline import discover, dump_names, outline
 from tcmp.schemas.dump_records import IO, Side
-from tcmp.schemas.dump_tree import (
-    DumpFile,
-    FileKind,
-    GraphFile,
-    Unrecognized,
-    classify_name,
-    discover,
-    dump_names,
-    graph_files_in,
-    locate,
-    other_graph_dumps,
-    outline,
-)
+from tcmp.schemas.dump_tree import DumpFile, FileKind, GraphFile, Unrecognized, classify_name, locate
 from tcmp.schemas.ge_names import GeNameForm
-from tcmp.schemas.graph import GraphKind, GraphNameForm
+from tcmp.schemas.graph_files import graph_files_in, other_graph_dumps
+from tcmp.schemas.graph_names import GraphKind, GraphNameForm
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import FxEra, ScenarioConfig, write_scenario
 

@@ -21,8 +21,9 @@ from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete
 from tcmp.schemas.formats import Format
 from tcmp.schemas.ge_dump import open_ge_dump, read_ge_dump
+from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelGraph, ModelValues, OpKind, TensorRef, build_model_values, cann_cast
-from tcmp.schemas.synth.scenario import Fault, FaultKind, Scenario, ScenarioConfig, TargetOp, write_scenario
+from tcmp.schemas.synth.scenario import Scenario, ScenarioConfig, TargetOp, write_scenario
 
 DT = DataType
 FUSED_0 = "Square_0ReduceMean_0Add_0Rsqrt_0Mul_0Mul_1_0"  # GE's concatenated name of layer 0's rms-norm group

@@ -14,12 +14,14 @@ from tcmp.compare.collect import guidance
 from tcmp.compare.collect.sources import UNREADABLE_INDEX, DumpSource, by_model, by_token
 from tcmp.compare.collect.stacks import with_stacks
 from tcmp.compare.records import CompareError, Unmatched
+from tcmp.schemas.dump_outline import DumpDir, DumpOutline, dump_names
 from tcmp.schemas.dump_records import Side
-from tcmp.schemas.dump_tree import DumpDir, DumpOutline, GraphFile, dump_names, graph_number_of
+from tcmp.schemas.dump_tree import GraphFile, graph_number_of
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_names import sanitize
-from tcmp.schemas.graph import Graph, GraphKind
+from tcmp.schemas.graph import Graph
 from tcmp.schemas.graph_cache import load_graph
+from tcmp.schemas.graph_names import GraphKind
 from tcmp.schemas.index import open_index
 
 BY_NAME_ONLY = "fused ops are decomposed by name only"

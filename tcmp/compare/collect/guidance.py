@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Optional
 
 from tcmp.compare.collect.fusion import UB_FUSION_SUFFIX, NameSplitter
+from tcmp.schemas.dump_outline import DumpTreeRoot
 from tcmp.schemas.dump_records import Side
-from tcmp.schemas.dump_tree import GE_ROOT_NAMES, DumpTreeRoot, GraphFile, graph_files_in, other_graph_dumps
-from tcmp.schemas.graph import GraphKind
+from tcmp.schemas.dump_tree import GE_ROOT_NAMES, GraphFile
+from tcmp.schemas.graph_files import graph_files_in, other_graph_dumps
+from tcmp.schemas.graph_names import GraphKind
 
 GRAPH_HOWTO = (
     'torchair writes it with config.debug.graph_dump.type = "txt", to config.debug.graph_dump.path (default: the '

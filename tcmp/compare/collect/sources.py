@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Optional
 
 from tcmp.compare.records import CompareError, Role, Unmatched, UnmatchedKind
+from tcmp.schemas.dump_outline import DumpDir, scan_directory
 from tcmp.schemas.dump_records import FileSummary
-from tcmp.schemas.dump_tree import DumpDir, DumpFile, Unrecognized, scan_directory
+from tcmp.schemas.dump_tree import DumpFile, Unrecognized
 from tcmp.schemas.errors import unreadable_reason
 from tcmp.schemas.index import IndexUnusable, open_index
 

@@ -23,7 +23,8 @@ from typing import Optional
 
 from tcmp.compare.rules.torchair import PATTERN_BY_FUSED
 from tcmp.schemas.fx_stacks import FxStackGraph, StackFileError, read_stack_file, stack_files_in
-from tcmp.schemas.graph import Graph, parse_graph_file_name
+from tcmp.schemas.graph import Graph
+from tcmp.schemas.graph_names import parse_graph_file_name
 
 MIN_SHARE = 0.5  # of the graph's named FX nodes the recorded graph must have
 _GRAPH_NAME = re.compile(r"graph_(\d+)")

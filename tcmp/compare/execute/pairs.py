@@ -14,7 +14,8 @@ from typing import Optional
 from tcmp.compare.execute.prefetch import read_ahead
 from tcmp.compare.execute.progress import UnitReport
 from tcmp.compare.execute.units import Plan, Unit, UnitResult, plan_unit
-from tcmp.compare.judge.evaluate import TensorLoader, evaluate
+from tcmp.compare.judge.evaluate import evaluate
+from tcmp.compare.judge.loader import TensorLoader
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.ranking import worst as worst_rows
 from tcmp.compare.judge.rows import Row

@@ -22,7 +22,8 @@ from tcmp.compare.report.outcome import (
     DataMode,
     UnmatchedBatch,
 )
-from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS, DumpDir
+from tcmp.schemas.dump_outline import DumpDir
+from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS
 
 
 def resolve_mode(mode: DataMode, summary_only: int, dirs: int) -> tuple[Mode, str]:

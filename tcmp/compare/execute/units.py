@@ -18,8 +18,9 @@ from tcmp.compare.match.token import match_token
 from tcmp.compare.records import Pair, Role, Unmatched, UnmatchedKind
 from tcmp.compare.report.outcome import Counts, Divergence, UnmatchedBatch
 from tcmp.compare.report.table import RenderedRows
+from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_records import IO
-from tcmp.schemas.dump_tree import DumpDir, DumpFile, FileKind
+from tcmp.schemas.dump_tree import DumpFile, FileKind
 from tcmp.schemas.errors import DumpError, unreadable_reason
 from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.ge_dump import NOT_DUMPED, GeDump

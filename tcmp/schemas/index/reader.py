@@ -12,10 +12,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Union
 
+from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_records import FileSummary, Side, Summary, TensorSummary
-from tcmp.schemas.dump_tree import INDEX_DIR, DumpDir, DumpFile, GraphFile
+from tcmp.schemas.dump_tree import INDEX_DIR, DumpFile, GraphFile
 from tcmp.schemas.errors import DumpError
-from tcmp.schemas.graph import Graph, parse_graph_file_name
+from tcmp.schemas.graph import Graph
+from tcmp.schemas.graph_names import parse_graph_file_name
 from tcmp.schemas.index.codec import (
     KINDS,
     SIDES,

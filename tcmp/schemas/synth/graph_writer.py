@@ -22,10 +22,9 @@ from tcmp.schemas.graph import (
     ORIGIN_NAME_ATTR,
     ORIGIN_OUTPUT_INDEX_ATTR,
     ORIGINAL_OP_NAMES_ATTR,
-    GraphKind,
-    GraphNameForm,
     parse_input_edge,
 )
+from tcmp.schemas.graph_names import GraphKind, GraphNameForm
 from tcmp.schemas.proto import GraphDef
 
 _LIST_VALUE_TYPE = GraphDef.DESCRIPTOR.file.pool.FindEnumTypeByName("tcmp.ge_ir.AttrDef.ListValue.ListValueType")

@@ -18,7 +18,6 @@ every target op execution written, with its fault, so tests can check a compare 
 
 from __future__ import annotations
 
-import enum
 import json
 import zlib
 from collections.abc import Sequence
@@ -32,7 +31,8 @@ from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.dump_records import IO
 from tcmp.schemas.formats import Format
 from tcmp.schemas.ge_names import sanitize
-from tcmp.schemas.graph import GraphNameForm
+from tcmp.schemas.graph_names import GraphNameForm
+from tcmp.schemas.synth.faults import Fault, FaultKind, apply_fault
 from tcmp.schemas.synth.fx_writer import FxEra, FxWriter
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
@@ -45,41 +45,14 @@ from tcmp.schemas.synth.model import (
     OpKind,
     TensorRef,
     build_model_values,
-    cann_cast,
-    round_to,
 )
+from tcmp.schemas.synth.target_values import TargetNoise, TargetValues
 
 MAX_FILE_NAME = 255  # longer dump names are replaced by a hash and recorded in mapping.csv
 BASE_TIMESTAMP_US = 1_764_400_000_000_000  # 16-digit µs timestamps, as gettimeofday gives today
 TARGET_TIME_DIR = "20261129083000"
 GOLDEN_TIME_DIR = "20261129084500"
 PID = 4242
-
-
-class FaultKind(str, enum.Enum):
-    REL_ERROR = "rel_error"  # every output element off by `magnitude` (relative)
-    NAN = "nan"  # some output elements NaN
-    INF = "inf"  # some output elements +inf
-    SHAPE = "shape"  # output 0 has an extra row
-    TRUNCATE = "truncate"  # the file is cut short (never completes)
-    CORRUPT_HEADER = "corrupt_header"  # the protobuf header is garbled
-
-
-VALUE_FAULTS = (FaultKind.REL_ERROR, FaultKind.NAN, FaultKind.INF, FaultKind.SHAPE)
-
-
-@dataclass(frozen=True)
-class Fault:
-    """A fault injected into the target dump of GE op `op` (a fused op's name, or an unfused op's)."""
-
-    op: str
-    kind: FaultKind
-    magnitude: float = 0.05
-    tokens: Optional[tuple[int, ...]] = None  # None: every token
-    ranks: Optional[tuple[int, ...]] = None
-
-    def applies(self, rank: int, token: int) -> bool:
-        return (self.tokens is None or token in self.tokens) and (self.ranks is None or rank in self.ranks)
 
 
 @dataclass(frozen=True)
@@ -233,142 +206,6 @@ def _fused_op(graph: ModelGraph, group: FusionGroup) -> _DumpOp:
     return _DumpOp(group.name, group.type, tuple(inputs), tuple(outputs), originals, 1, group.members)
 
 
-def _descendants(graph: ModelGraph, roots: set[str]) -> set[str]:
-    found = set(roots)
-    for op in graph.ge_ops:  # ops are in topological order
-        if any(ref.op in found for ref in op.inputs):
-            found.add(op.name)
-    return found - roots
-
-
-class _ValueSource:
-    """Target-side values of one rank and token: golden, with noise, with propagated faults.
-
-    Each tensor is drawn once, so an op's dumped input is exactly its producer's dumped output.
-    """
-
-    def __init__(self, config: ScenarioConfig, graph: ModelGraph, values: ModelValues, rank: int, token: int):
-        self.values = values
-        self.noise = config.noise
-        self.rng = np.random.default_rng([config.seed, rank, token, 7])
-        self.ulp_noise = config.ulp_noise
-        self.ulp_rng = np.random.default_rng([config.seed, rank, token, 11])  # its own stream: `noise` draws unchanged
-        self.dtypes = {TensorRef(o.name, i): d for o in graph.ge_ops for i, d in enumerate(o.output_dtypes)}
-        self.kinds = {o.name: o.kind for o in graph.ge_ops}
-        self.passed_through = {TensorRef(o.name, 0): o.inputs[0] for o in graph.ge_ops if o.kind is OpKind.INSERTED}
-        # a Cast the model computes as a plain cast (some scale their input too): the device casts what it was given
-        self.casts = {
-            TensorRef(o.name, 0): o.inputs[0]
-            for o in graph.ge_ops
-            if o.type == "Cast"
-            and o.kind is OpKind.COMPUTE
-            and np.array_equal(
-                values.tensors[TensorRef(o.name, 0)], round_to(values.tensors[o.inputs[0]], o.output_dtypes[0])
-            )
-        }
-        self.faults = {f.op: f for f in config.faults if f.applies(rank, token)}
-        self.propagate = config.propagate_faults
-        # a GE-inserted Cast writes what the cast computes from its input as dumped (noise and upstream faults in)
-        self.inserted_casts = {op.name: op for op in graph.ge_ops if op.kind is OpKind.INSERTED and op.type == "Cast"}
-        # op -> the faults its outputs carry, upstream first: an op below a 3 % error that itself makes NaN has both
-        self.propagated: dict[str, list[Fault]] = {}
-        self._cache: dict[tuple[TensorRef, int], np.ndarray] = {}
-        if self.propagate:
-            members = {g.name: g.members for g in graph.fusion_groups}
-            position = {op.name: i for i, op in enumerate(graph.ge_ops)}
-            spreads = (FaultKind.REL_ERROR, FaultKind.NAN, FaultKind.INF)
-            spreading = [f for f in self.faults.values() if f.kind in spreads]
-            roots_of = {f.op: set(members.get(f.op, (f.op,))) for f in spreading}
-            spreading.sort(key=lambda f: min(position.get(r, len(position)) for r in roots_of[f.op]))
-            for fault in spreading:
-                roots = roots_of[fault.op]
-                for name in roots | _descendants(graph, roots):
-                    self.propagated.setdefault(name, []).append(fault)
-
-    def golden(self, ref: TensorRef, execution: int = 0) -> np.ndarray:
-        if execution and (ref.op, execution) in self.values.repeats:
-            return self.values.repeats[(ref.op, execution)][ref.index]
-        return self.values.tensors[ref]
-
-    def target(self, ref: TensorRef, execution: int = 0) -> np.ndarray:
-        key = (ref, execution)
-        if key not in self._cache and ref.op in self.inserted_casts:
-            op = self.inserted_casts[ref.op]
-            value = cann_cast(self.target(op.inputs[0], execution), op.output_dtypes[ref.index])
-            for fault in self.propagated.get(ref.op, ()):
-                if fault.op == ref.op:  # the upstream ones are in its input already
-                    value = _apply(fault, value)
-            self._cache[key] = value
-        if key not in self._cache:
-            value = self.golden(ref, execution)
-            if self.ulp_noise and ref in self.passed_through:
-                value = self.target(self.passed_through[ref])
-            elif self.ulp_noise and ref in self.casts:
-                value = round_to(self.target(self.casts[ref]), self.dtypes[ref])
-            elif self.ulp_noise and self.kinds[ref.op] in (OpKind.COMPUTE, OpKind.INNER):
-                value = ulp_moved(value, self.dtypes[ref], self.ulp_noise, self.ulp_rng)
-            if self.noise and value.dtype.kind == "f":
-                value = value * (1.0 + self.rng.uniform(-self.noise, self.noise, value.shape))
-            for fault in self.propagated.get(ref.op, ()):
-                value = _apply(fault, value)
-            self._cache[key] = value
-        return self._cache[key]
-
-    def local_fault(self, op_name: str) -> Optional[Fault]:
-        """The fault to apply to the op's own outputs when writing them (propagated ones are already in)."""
-        fault = self.faults.get(op_name)
-        if fault is None or fault.kind not in VALUE_FAULTS:
-            return None
-        return None if self.propagate and fault.kind is not FaultKind.SHAPE else fault
-
-
-# (explicit mantissa bits, smallest normal exponent) of the float dtypes the model uses
-_FLOAT_BITS = {
-    int(DataType.DT_FLOAT16): (10, -14),
-    int(DataType.DT_FLOAT): (23, -126),
-    int(DataType.DT_BF16): (7, -126),
-}
-
-
-def ulp_of(value: np.ndarray, dtype: int) -> np.ndarray:
-    """One unit in the last place of `dtype` at each element of `value` (a value of that dtype, held in float64):
-    2^(exponent - mantissa bits), the exponent no lower than the smallest normal one (subnormals share its step)."""
-    bits, emin = _FLOAT_BITS[dtype]
-    _, exponent = np.frexp(np.asarray(value, dtype=np.float64))  # |v| = m·2^e with m in [0.5, 1)
-    return np.ldexp(1.0, np.maximum(exponent - 1, emin) - bits)
-
-
-def ulp_moved(value: np.ndarray, dtype: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """`value` (a value of `dtype`, in float64) with each nonzero finite element moved by a whole number j in
-    [-k, k] of its own ulps, to a value of `dtype`: where v + j·ulp(v) is not one (a step up across a power of two,
-    where the grid is coarser), |j| is lowered until it is. Zeros stay zero."""
-    if dtype not in _FLOAT_BITS:
-        return value
-    value = np.asarray(value, dtype=np.float64)
-    steps = rng.integers(-k, k + 1, size=value.shape)
-    ulp = ulp_of(value, dtype)
-    for _ in range(k):
-        off_grid = round_to(value + steps * ulp, dtype) != value + steps * ulp
-        steps = np.where(off_grid, steps - np.sign(steps), steps)
-    return np.where((value == 0) | ~np.isfinite(value), value, value + steps * ulp)
-
-
-def _apply(fault: Fault, value: np.ndarray) -> np.ndarray:
-    if value.dtype.kind != "f":
-        return value
-    value = np.array(value, dtype=np.float64, copy=True)
-    flat = value.reshape(-1)
-    if fault.kind is FaultKind.REL_ERROR:
-        value *= 1.0 + fault.magnitude
-    elif fault.kind is FaultKind.NAN:
-        flat[:: max(1, flat.size // 4)] = np.nan
-    elif fault.kind is FaultKind.INF:
-        flat[:: max(1, flat.size // 4)] = np.inf
-    elif fault.kind is FaultKind.SHAPE:
-        value = np.concatenate([value, np.zeros_like(value[:1])]) if value.ndim else np.array([value, 0.0])
-    return value
-
-
 def _c0(fmt: int, dtype: int) -> int:
     if fmt in (Format.FRACTAL_NZ, Format.FRACTAL_Z, Format.NC1HWC0) and dtype == DataType.DT_FLOAT:
         return 8
@@ -411,7 +248,7 @@ class _GeWriter:
             write_graph(directory, name, graph.graph_name, specs)
 
     def write_token(
-        self, rank: int, graph_number: int, model_index: int, token: int, graph: ModelGraph, source: _ValueSource,
+        self, rank: int, graph_number: int, model_index: int, token: int, graph: ModelGraph, source: TargetValues,
         clock: _Clock,
     ) -> None:  # fmt: skip
         directory = self.step_dir(rank, graph_number, model_index, token)
@@ -451,7 +288,7 @@ class _GeWriter:
                     )  # fmt: skip
 
     def _write_rerun(
-        self, directory: Path, rank: int, graph_number: int, token: int, op: _DumpOp, source: _ValueSource,
+        self, directory: Path, rank: int, graph_number: int, token: int, op: _DumpOp, source: TargetValues,
         layout: _TensorLayout, ts: int, task: int,
     ) -> None:  # fmt: skip
         """The stray execution of a task run again: 1 µs before the real one, a task id of its own, each tensor
@@ -481,7 +318,7 @@ class _GeWriter:
 
     def _spec(
         self,
-        source: _ValueSource,
+        source: TargetValues,
         layout: _TensorLayout,
         ref: TensorRef,
         execution: int,
@@ -491,7 +328,7 @@ class _GeWriter:
         dtype, fmt = layout.dtypes[ref], layout.formats[ref]
         value = source.target(ref, execution) if self.is_target else source.golden(ref, execution)
         if fault is not None:
-            value = _apply(fault, value)
+            value = apply_fault(fault, value)
             fmt = Format.ND if fault.kind is FaultKind.SHAPE else fmt
         return TensorSpec(value, dtype, fmt, c0=_c0(fmt, dtype), original_op=original)
 
@@ -589,6 +426,10 @@ def _graph_op_spec(op: GeOpDef, values: ModelValues, source) -> GraphOpSpec:
     return GraphOpSpec(op.name, op.type, edges, outputs)
 
 
+def _noise_of(config: ScenarioConfig) -> TargetNoise:
+    return TargetNoise(config.seed, config.noise, config.ulp_noise, config.faults, config.propagate_faults)
+
+
 def write_scenario(root: Path, config: ScenarioConfig = ScenarioConfig()) -> Scenario:
     """Write the dump trees of `config` under `root` and return what was written."""
     root = Path(root)
@@ -604,7 +445,7 @@ def write_scenario(root: Path, config: ScenarioConfig = ScenarioConfig()) -> Sce
                 activations = np.random.default_rng([config.seed, rank, number, token])
                 model = replace(config.model, layers=config.model.layers + model_index)  # graphs differ
                 graph, values = build_model_values(model, weights, activations, f"graph_{number}")
-                source = _ValueSource(config, graph, values, rank, token)
+                source = TargetValues(_noise_of(config), graph, values, rank, token)
                 clock = _Clock(now=BASE_TIMESTAMP_US + (token * 10 + model_index) * 10_000_000)
                 target.write_token(rank, number, model_index, token, graph, source, clock)
                 if config.write_fusion_off:
@@ -630,8 +471,6 @@ def write_scenario(root: Path, config: ScenarioConfig = ScenarioConfig()) -> Sce
 
 __all__ = [
     "IO",
-    "Fault",
-    "FaultKind",
     "FxEra",
     "Scenario",
     "ScenarioConfig",

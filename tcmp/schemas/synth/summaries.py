@@ -19,7 +19,8 @@ from typing import Optional
 import numpy as np
 
 from tcmp.schemas.dtypes import to_float32
-from tcmp.schemas.dump_tree import FileKind, discover
+from tcmp.schemas.dump_outline import discover
+from tcmp.schemas.dump_tree import FileKind
 from tcmp.schemas.errors import DumpError
 from tcmp.schemas.ge_dump import open_ge_dump
 from tcmp.schemas.synth.stats_csv import DEFAULT_SELECTION, AdumpStatsWriter, DumpedTensor, aicpu_stats_csv

@@ -1,0 +1,425 @@
+"""Reader for graph text files: torchair's `dynamo_*graph*.txt` and GE's own `ge_proto_*.txt` dumps, into the
+records of `tcmp.schemas.graph`.
+
+The files are protobuf text format of GE IR: `str(GraphDef)` from torchair, a printed `ModelDef` from GE
+(spec/dump-formats.md §3.3, §4.4). tcmp reads them with its own tolerant reader (`graph_text` gives the fields,
+this module what they mean) instead of protobuf's `text_format`, for two reasons:
+
+- protobuf refuses a whole file for one value tcmp never reads: an enum name its schema does not know, an
+  identifier where a number stands. A graph is refused here only when its op structure is unreadable: the op
+  blocks, their name, type and inputs, their output descs and the attributes tcmp reads (`_fx_tensor_name`,
+  `_datadump_original_op_names`, `_datadump_origin_name`, `_datadump_origin_output_index`) — with line and
+  column. Anything else odd is a warning at most.
+- protobuf's text parser is pure Python at ~4 MB/s; graphs of large models are tens of MB. Reading only what
+  tcmp uses, from a one-field-per-line layout classified with numpy, runs at tens of MB/s.
+
+On every file protobuf's `text_format` accepts (against `tcmp/schemas/proto/ge_ir.proto`), the records equal those
+protobuf's message gives (tests/schemas/test_graph_reference.py). The peer's line-based parser breaks on strings
+containing `": "` or `" {"` and treats control edges as data inputs (§5.3 items 5, 11); neither happens here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Optional, Union
+
+from tcmp.schemas.errors import GraphParseError
+from tcmp.schemas.graph import (
+    FX_TENSOR_NAME_ATTR,
+    ORIGIN_NAME_ATTR,
+    ORIGIN_OUTPUT_INDEX_ATTR,
+    ORIGINAL_OP_NAMES_ATTR,
+    STACK_INFO_ATTRS,
+    Graph,
+    GraphOp,
+    InputEdge,
+    OutputDesc,
+    parse_input_edge,
+)
+from tcmp.schemas.graph_lines import line_view
+from tcmp.schemas.graph_text import FIELD_CODES, ROOT, NotLineShaped, int_value, string_value
+from tcmp.schemas.graph_tokens import token_view
+from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES, refusal
+from tcmp.schemas.proto import GE_IR_DATA_TYPE
+
+
+def read_graph(path: Union[str, Path]) -> Graph:
+    """Read one graph text file. Raises GraphParseError, with line and column, when its op structure is
+    unreadable; anything else odd is in `Graph.warnings`."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_GRAPH_TEXT_BYTES:  # parsed in memory at many times its size: refused before reading
+                raise GraphParseError(path, refusal("graph text", size, MAX_GRAPH_TEXT_BYTES))
+            raw = handle.read(MAX_GRAPH_TEXT_BYTES + 1)
+        if len(raw) > MAX_GRAPH_TEXT_BYTES:  # grew since
+            raise GraphParseError(path, refusal("graph text", len(raw), MAX_GRAPH_TEXT_BYTES))
+    except OSError as exc:
+        raise GraphParseError(path, f"cannot read: {exc.strerror or exc}") from exc
+    return parse_graph_bytes(raw, path)
+
+
+def parse_graph_text(text: str, path: Union[str, Path]) -> Graph:
+    """Read graph text already in memory (`path` is only recorded and used in messages)."""
+    return parse_graph_bytes(text.encode("utf-8", "surrogateescape"), Path(path))
+
+
+def parse_graph_bytes(raw: bytes, path: Path) -> Graph:
+    notes: list[str] = []
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # One stray byte (e.g. in a stack-trace string) should not cost the whole graph; names that contain it
+        # simply will not match.
+        notes.append(f"invalid UTF-8 at byte {exc.start} replaced with U+FFFD")
+    try:
+        try:
+            reader = _Reader(line_view(raw, _WANTED_KEYS))
+            name, ops = reader.read()
+        except NotLineShaped:  # not one field per line: the tokenizer sees exactly what protobuf sees
+            reader = _Reader(token_view(raw))
+            name, ops = reader.read()
+    except _Refused as refused:
+        line, column = reader.view.position(refused.offset)
+        raise GraphParseError(path, f"line {line}, column {column}: {refused.reason}") from None
+    except RecursionError:
+        raise GraphParseError(path, "blocks nested too deeply to read") from None
+    return Graph(name=name, path=path, ops=ops, warnings=(*notes, *reader.warnings()))
+
+
+class _Refused(Exception):
+    """The op structure cannot be read at `offset`."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(reason)
+        self.offset = offset
+        self.reason = reason
+
+
+_DATA_TYPES = {name.encode(): value.number for name, value in GE_IR_DATA_TYPE.values_by_name.items()}
+_INT32 = range(-(2**31), 2**31)
+_OP_ATTRS = frozenset(k.encode() for k in (ORIGINAL_OP_NAMES_ATTR, *STACK_INFO_ATTRS))
+_DESC_ATTRS = frozenset(k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR))
+# The attributes whose values are part of the op structure: an unreadable one refuses the file.
+_STRUCTURAL_ATTRS = frozenset(
+    k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGINAL_OP_NAMES_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR)
+)
+_WANTED_KEYS = tuple(sorted(_OP_ATTRS | _DESC_ATTRS))
+_FX_TENSOR_NAME_ATTR_KEY, _ORIGIN_NAME_ATTR_KEY, _ORIGIN_OUTPUT_INDEX_ATTR_KEY, _ORIGINAL_OP_NAMES_ATTR_KEY = (
+    FX_TENSOR_NAME_ATTR.encode(), ORIGIN_NAME_ATTR.encode(), ORIGIN_OUTPUT_INDEX_ATTR.encode(),
+    ORIGINAL_OP_NAMES_ATTR.encode(),
+)  # fmt: skip
+_STACK_INFO_KEYS = tuple(key.encode() for key in STACK_INFO_ATTRS)
+# Field name codes (graph_text.FIELD_CODES).
+_OP, _NAME, _GRAPH, _TYPE, _INPUT, _ATTR, _OUTPUT_DESC, _KEY, _VALUE, _DTYPE, _SHAPE, _LAYOUT, _DIM, _LIST, _S, _I = (
+    FIELD_CODES[name]
+    for name in (b"op", b"name", b"graph", b"type", b"input", b"attr", b"output_desc", b"key", b"value", b"dtype",
+                 b"shape", b"layout", b"dim", b"list", b"s", b"i")
+)  # fmt: skip
+# The members of AttrDef's `value` oneof: the last one given is the attribute's value.
+_ATTR_VALUE_MEMBERS = frozenset(
+    FIELD_CODES[name]
+    for name in (b"s", b"i", b"f", b"b", b"bt", b"list", b"func", b"td", b"t", b"g", b"list_list_int", b"dt",
+                 b"list_list_float", b"expression")
+)  # fmt: skip
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+class _Reader:
+    """What the fields of a GraphDef (or of a ModelDef's first graph) mean for tcmp: the op records.
+
+    Mirrors protobuf's semantics where protobuf accepts the text: repeated fields append in order, a scalar given
+    twice keeps the last value, map entries are looked up by key (the last entry of a key wins), and AttrDef's
+    value is its oneof member.
+    """
+
+    def __init__(self, view) -> None:
+        self.view = view
+        self._notes: list[str] = []
+        self._unknown_types: list[str] = []
+        self._handled: set[int] = set()  # damage already reported on its own
+
+    def warnings(self) -> tuple[str, ...]:
+        notes = list(self._notes)
+        if self._unknown_types:
+            notes.append("unknown enum value(s) read as unknown dtype: " + ", ".join(self._unknown_types))
+        damages = [d for d in self.view.damages if d.offset not in self._handled]
+        if damages:
+            line, column = self.view.position(damages[0].offset)
+            notes.append(
+                f"{len(damages)} place(s) that do not parse as text format, inside fields tcmp does not read, "
+                f"skipped (first at line {line}, column {column}: {damages[0].reason})"
+            )
+        return tuple(notes)
+
+    def _note(self, offset: int, message: str) -> None:
+        line, _ = self.view.position(offset)
+        self._notes.append(f"line {line}: {message}")
+
+    def _require_intact(self, block, offset: int, what: str) -> None:
+        damage = self.view.damage(block)
+        if damage is not None:
+            raise _Refused(damage.offset, f"{what} does not parse: {damage.reason}")
+
+    # --- graph level
+
+    def read(self) -> tuple[str, tuple[GraphOp, ...]]:
+        view = self.view
+        self._require_intact(ROOT, 0, "the file")
+        entries = list(view.entries(ROOT))
+        if not any(code == _OP for code, *_ in entries):
+            graphs = [(payload, offset) for code, is_block, payload, offset in entries if code == _GRAPH and is_block]
+            if graphs:  # a ModelDef (GE's own dumps): graph[0] is the main graph
+                if len(graphs) > 1:
+                    self._notes.append(f"the file holds {len(graphs)} graphs (a GE ModelDef); read the first")
+                self._require_intact(graphs[0][0], graphs[0][1], "the graph block")
+                entries = list(view.entries(graphs[0][0]))
+        name = ""
+        ops: list[GraphOp] = []
+        for code, is_block, payload, offset in entries:
+            if code == _OP:
+                if not is_block:
+                    raise _Refused(offset, "`op` is not a block")
+                ops.append(self._op(payload, offset, len(ops)))
+            elif code == _NAME and not is_block:
+                value = string_value(payload)
+                if value is None:
+                    self._note(offset, "graph name is not a string; left empty")
+                name = _text(value) if value is not None else ""
+        return name, tuple(ops)
+
+    # --- op level
+
+    def _string(self, is_block: bool, payload, offset: int, what: str) -> str:
+        value = None if is_block else string_value(payload)
+        if value is None:
+            raise _Refused(offset, f"{what} is not a string")
+        return _text(value)
+
+    def _op(self, block, offset: int, order: int) -> GraphOp:
+        self._require_intact(block, offset, "op block")
+        name = op_type = ""
+        inputs: list[InputEdge] = []
+        control_inputs: list[str] = []
+        outputs: list[OutputDesc] = []
+        attrs: dict[bytes, tuple] = {}
+        for code, is_block, payload, at in self.view.entries(block):
+            if code == _INPUT:
+                text = self._string(is_block, payload, at, "op input")
+                if not text:
+                    continue  # an absent optional input keeps its slot in GE IR but is not an edge
+                edge = parse_input_edge(text)
+                if edge.index < 0:
+                    control_inputs.append(edge.producer)
+                else:
+                    inputs.append(edge)
+            elif code == _NAME:
+                name = self._string(is_block, payload, at, "op name")
+            elif code == _TYPE:
+                op_type = self._string(is_block, payload, at, "op type")
+            elif code == _ATTR:
+                self._attr_entry(is_block, payload, at, _OP_ATTRS, attrs)
+            elif code == _OUTPUT_DESC:
+                if not is_block:
+                    raise _Refused(at, "output_desc is not a block")
+                outputs.append(self._output_desc(payload, at, len(outputs)))
+        return GraphOp(
+            order=order,
+            name=name,
+            type=op_type,
+            inputs=tuple(inputs),
+            control_inputs=tuple(control_inputs),
+            outputs=tuple(outputs),
+            original_op_names=self._attr_strings(attrs, _ORIGINAL_OP_NAMES_ATTR_KEY, structural=True),
+            stack_info=self._stack_info(attrs),
+        )
+
+    def _stack_info(self, attrs: dict) -> Optional[str]:
+        if not attrs:
+            return None
+        for key in _STACK_INFO_KEYS:
+            lines = self._attr_strings(attrs, key, structural=False)
+            if lines:
+                return "\n".join(lines)
+        return None
+
+    # --- tensor descs
+
+    def _output_desc(self, block, offset: int, index: int) -> OutputDesc:
+        self._require_intact(block, offset, "output_desc block")
+        dtype: Optional[int] = 0
+        shape: tuple[int, ...] = ()
+        layout = ""
+        attrs: dict[bytes, tuple] = {}
+        for code, is_block, payload, at in self.view.entries(block):
+            if code == _DTYPE and not is_block:
+                dtype = self._data_type(payload, at)
+            elif code == _SHAPE and is_block:
+                shape = self._shape(payload, at)
+            elif code == _LAYOUT and not is_block:
+                value = string_value(payload)
+                if value is None:
+                    self._note(at, "output desc layout is not a string; left empty")
+                layout = _text(value) if value is not None else ""
+            elif code == _ATTR:
+                self._attr_entry(is_block, payload, at, _DESC_ATTRS, attrs)
+        return OutputDesc(
+            index=index,
+            fx_tensor_name=self._attr_string(attrs, _FX_TENSOR_NAME_ATTR_KEY),
+            dtype=dtype,
+            shape=shape,
+            layout=layout,
+            origin_name=self._attr_string(attrs, _ORIGIN_NAME_ATTR_KEY),
+            origin_output_index=self._attr_int(attrs, _ORIGIN_OUTPUT_INDEX_ATTR_KEY),
+        )
+
+    def _data_type(self, payload: bytes, offset: int) -> Optional[int]:
+        known = _DATA_TYPES.get(payload)
+        if known is not None:
+            return known
+        try:
+            number = int(payload.decode("ascii"), 0)  # protobuf's ParseEnum: a number, else a name
+        except (ValueError, UnicodeDecodeError):
+            if re.fullmatch(rb"[A-Za-z_]\w*", payload):
+                name = payload.decode()
+                if name not in self._unknown_types:
+                    self._unknown_types.append(name)
+            else:
+                self._note(offset, f"dtype {_text(payload)!r} is neither a DataType name nor a number")
+            return None
+        if number not in _INT32:
+            self._note(offset, f"dtype {number} does not fit an enum (int32)")
+            return None
+        return number
+
+    def _shape(self, block, offset: int) -> tuple[int, ...]:
+        dims = self.view.small_ints(block, _DIM)  # a shape block of `dim: <digits>` lines, the common case
+        if dims is not None:
+            return tuple(dims)
+        damage = self.view.damage(block)
+        found: list[int] = []
+        for code, is_block, payload, at in self.view.entries(block):
+            if code == _DIM:
+                dim = None if is_block else int_value(payload)
+                if dim is None:
+                    self._note(at, f"shape dim {_text(payload) if not is_block else '{…}'!r} is not a number; "
+                                   "shape left empty")  # fmt: skip
+                    return ()
+                found.append(dim)
+        if damage is not None:
+            self._handled.add(damage.offset)
+            self._note(offset, f"shape does not parse ({damage.reason}); left empty")
+            return ()
+        return tuple(found)
+
+    # --- attributes
+
+    def _attr_entry(self, is_block: bool, payload, offset: int, wanted: frozenset, into: dict) -> None:
+        """One `attr { key: … value { … } }` map entry: kept in `into` when its key is one tcmp reads."""
+        if not is_block:
+            self._note(offset, "an attr entry that is not a block; skipped")
+            return
+        laid_out = self.view.attr_key(payload)  # the printers' layout, seen at once
+        if laid_out is not None:
+            key, value_block, value_at = laid_out
+            if key in wanted:
+                into[key] = ((value_block, value_at), key in _STRUCTURAL_ATTRS)
+            return
+        key: Optional[bytes] = b""
+        value = None
+        for code, nested, item, at in self.view.entries(payload):
+            if code == _KEY:
+                key = None if nested else string_value(item)
+            elif code == _VALUE and nested:
+                value = (item, at)
+        damage = self.view.damage(payload)
+        if key is None:
+            self._note(offset, "an attr entry whose key is not a string; skipped")
+            return
+        if key not in wanted:
+            return
+        if damage is not None:
+            self._damage_note(damage, offset, f"attribute {_text(key)}", key in _STRUCTURAL_ATTRS)
+            return
+        into[key] = (value, key in _STRUCTURAL_ATTRS)
+
+    def _damage_note(self, damage, offset: int, what: str, structural: bool) -> None:
+        """Damage inside an attribute tcmp reads: refused when the attribute is part of the op structure."""
+        if structural:
+            raise _Refused(damage.offset, f"{what} does not parse: {damage.reason}")
+        self._handled.add(damage.offset)
+        self._note(offset, f"{what} does not parse ({damage.reason}); ignored")
+
+    def _member(self, attrs: dict, key: bytes) -> Optional[tuple]:
+        """(member name, is block, payload, offset) of the attribute's value, or None if it has none."""
+        entry = attrs.get(key)
+        if entry is None or entry[0] is None:
+            return None
+        (block, offset), structural = entry
+        damage = self.view.damage(block)
+        if damage is not None:
+            self._damage_note(damage, offset, f"the value of attribute {_text(key)}", structural)
+            return None
+        member = None
+        for code, nested, payload, at in self.view.entries(block):
+            if code in _ATTR_VALUE_MEMBERS:
+                member = (code, nested, payload, at)
+        return member
+
+    def _bad_value(self, key: bytes, at: int, what: str) -> None:
+        if key in _STRUCTURAL_ATTRS:
+            raise _Refused(at, f"attribute {_text(key)}: {what}")
+        self._note(at, f"attribute {_text(key)}: {what}; ignored")
+
+    def _attr_string(self, attrs: dict, key: bytes) -> Optional[str]:
+        member = self._member(attrs, key)
+        if member is None or member[0] != _S:
+            return None
+        value = None if member[1] else string_value(member[2])
+        if value is None:
+            self._bad_value(key, member[3], "`s` is not a string")
+            return None
+        return _text(value)
+
+    def _attr_int(self, attrs: dict, key: bytes) -> Optional[int]:
+        member = self._member(attrs, key)
+        if member is None or member[0] != _I:
+            return None
+        value = None if member[1] else int_value(member[2])
+        if value is None:
+            self._bad_value(key, member[3], "`i` is not a 64-bit integer")
+        return value
+
+    def _attr_strings(self, attrs: dict, key: bytes, structural: bool) -> tuple[str, ...]:
+        """A string-list attr (`list { s: … }`); a single `s` is accepted as a one-element list."""
+        member = self._member(attrs, key)
+        if member is None:
+            return ()
+        name, nested, payload, at = member
+        if name == _S:
+            value = None if nested else string_value(payload)
+            if value is None:
+                self._bad_value(key, at, "`s` is not a string")
+                return ()
+            return (_text(value),)
+        if name != _LIST or not nested:
+            return ()
+        damage = self.view.damage(payload)
+        if damage is not None:
+            self._damage_note(damage, at, f"the list of attribute {_text(key)}", structural)
+            return ()
+        items = []
+        for item_code, item_nested, item, item_at in self.view.entries(payload):
+            if item_code == _S:
+                value = None if item_nested else string_value(item)
+                if value is None:
+                    self._bad_value(key, item_at, "a list item `s` is not a string")
+                    return ()
+                items.append(_text(value))
+        return tuple(items)
