@@ -241,12 +241,6 @@ def line_view(raw: bytes, wanted_keys: tuple[bytes, ...] = ()) -> LineView:
         found[lines[::-1]] = positions[::-1]  # written last to first: the first on each line stays
         return found
 
-    def last_on_line(kind: int, default: np.ndarray) -> np.ndarray:
-        positions, lines = of_kind(kind)
-        found = default.copy()
-        found[lines] = positions
-        return found
-
     words = _WordReader(text)
     first = np.minimum(starts + words.leading_spaces(starts), ends)  # a line's first non-space byte
     blank = (first >= ends) | (text[np.minimum(first, len(text) - 1)] == 10)
