@@ -21,6 +21,7 @@ they rank lowest in their layer.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,6 +238,7 @@ def problems(graph: ImportGraph) -> list[str]:
 # --- the real package ----------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
 def _real_graph() -> ImportGraph:
     return build_graph(module_sources(PACKAGE_ROOT))
 
@@ -247,9 +249,9 @@ def test_builder_sees_known_edges() -> None:
     pairs = {(e.importer, e.imported) for e in graph.edges}
     assert len(graph.modules) > 100
     assert len(pairs) > 300
-    # module-level `from tcmp.x import Name`
-    assert ("tcmp.compare.records", "tcmp.compare.rules.cast_check") in pairs
-    assert ("tcmp.cli", "tcmp.daemon.service") in pairs or ("tcmp.cli", "tcmp.daemon") in pairs
+    assert ("tcmp.compare.records", "tcmp.compare.rules.cast_check") in pairs  # module level
+    assert ("tcmp.schemas.ge_dump", "tcmp.schemas.ge_nano") in pairs  # deferred, inside read_ge_dump
+    assert any(a == "tcmp.cli" and b.startswith("tcmp.daemon.") for a, b in pairs)  # deferred, in the commands
     for module in graph.modules:
         rank(module)
 
