@@ -51,8 +51,6 @@ PathLike = Union[str, Path]
 # ----------------------------------------------------------------------------------------------------------------
 # File names
 
-MIN_MAX_SUFFIX = "_min_max"  # appendix scheme (§6): `…{ts}_min_max.npy` holds [min, max] of the deleted original
-
 # The node key ("{node}-{target}") contains dots (`aten.mm.default`), so everything is anchored at the end: the
 # greedy key takes all but the *last* `.INPUT.`/`.OUTPUT.` group that is followed by digits up to `.npy`.
 _FX_FILE_NAME = re.compile(

@@ -48,116 +48,18 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tcmp.schemas import MMAP_THRESHOLD, proto
-from tcmp.schemas.dtypes import PayloadTooShort, bits_per_element, decode_payload, dtype_name
+from tcmp.schemas.dtypes import PayloadTooShort, bits_per_element, decode_payload
 from tcmp.schemas.dump_records import IO, Completeness, LoadedTensor
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, TensorNotDumped
-from tcmp.schemas.formats import format_name, to_nd
+from tcmp.schemas.formats import to_nd
+from tcmp.schemas.ge_header import LENGTH_PREFIX, GeDump, GeTensor, OriginalOp, check_size
 
-LENGTH_PREFIX = struct.Struct("<Q")
 NANO_MAGIC = 0x5A5A5A5A
 # GE headers are a few KB; a length beyond this is garbage, not a header still being written.
 MAX_HEADER_BYTES = 64 << 20
-# Payload sizes adding up to more than this are garbage (an overflowed uint64), not a file still being written.
-MAX_PLAUSIBLE_FILE = 1 << 46
-
-# More buffers and workspaces than this with nonzero sizes (none seen in real headers): only "all of them written"
-# completes the file, the sets of skipped ones are not tried (2^n of them).
-MAX_EXTRAS_TRIED = 16
 NOT_DUMPED = "not dumped: device address 0"  # why an undumped tensor has no data, wherever tcmp says so
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-@dataclass(frozen=True)
-class OriginalOp:
-    """`OpOutput.original_op`: the pre-fusion op (and output) a fused op's output stands for."""
-
-    name: str
-    output_index: int
-    data_type: int
-    format: int
-
-
-@dataclass(frozen=True)
-class GeTensor:
-    """One input or output described by the header; `offset` is the payload's absolute position in the file.
-
-    `address` is the device address the writer recorded (0 where the header has none). `dumped` is False for a
-    tensor the writer skipped (address 0 in a header that carries addresses): `size` is what it would have held,
-    the file holds none of it, and `offset` is where the next payload starts.
-    """
-
-    io: IO
-    index: int
-    data_type: int
-    format: int
-    sub_format: int
-    shape: tuple[int, ...]  # device (storage) shape
-    original_shape: tuple[int, ...]  # logical shape; empty when the writer did not fill it
-    size: int  # payload bytes
-    offset: int
-    original_op: Optional[OriginalOp] = None
-    address: int = 0
-    dumped: bool = True
-
-    @property
-    def numel(self) -> int:
-        """Elements of the device shape (a scalar's empty shape holds one)."""
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    @property
-    def dtype_name(self) -> str:
-        return dtype_name(self.data_type)
-
-    @property
-    def format_name(self) -> str:
-        return format_name(self.format)
-
-    @property
-    def nd_shape(self) -> tuple[int, ...]:
-        """The shape the ND tensor will have when the layout converts (original shape if known)."""
-        return self.original_shape or self.shape
-
-
-@dataclass(frozen=True)
-class GeDump:
-    """The decoded header of one GE dump file (no payload bytes)."""
-
-    path: Path
-    op_name: str  # unsanitized, from the header (the file name carries a sanitized one)
-    version: str
-    dump_time: int
-    inputs: tuple[GeTensor, ...]
-    outputs: tuple[GeTensor, ...]
-    buffer_sizes: tuple[int, ...]
-    workspace_sizes: tuple[int, ...]
-    attrs: tuple[tuple[str, str], ...]
-    header_length: int
-    file_size: int
-    nano: bool = False
-    dfx_message: str = ""
-
-    @property
-    def tensors(self) -> tuple[GeTensor, ...]:
-        return self.inputs + self.outputs
-
-    def tensor(self, io: IO, index: int) -> GeTensor:
-        items = self.inputs if io is IO.INPUT else self.outputs
-        return items[index]
-
-    @property
-    def not_dumped(self) -> tuple[GeTensor, ...]:
-        """The inputs and outputs the writer skipped (device address 0)."""
-        return tuple(t for t in self.tensors if not t.dumped)
-
-
-@dataclass(frozen=True)
-class _Layout:
-    header_length: int
-    payload_total: int
 
 
 # GE headers are a few KB: one read of this much usually takes the length, the nano probe and the whole header.
@@ -182,60 +84,6 @@ def _read_prefix(handle, path: Path, file_size: int) -> tuple[int, bytes]:
             "length field: header not fully written (or the file is cut)",
         )
     return header_length, head[LENGTH_PREFIX.size :]
-
-
-def _check_total(path: Path, header_length: int, sizes: list[int], file_size: int) -> None:
-    """Every payload of `sizes` is in the file (nano dumps, which have no buffers, workspaces or addresses)."""
-    check_size(path, header_length, sum(sizes), (), file_size)
-
-
-def _is_some_total(sizes: list[int], wanted: int) -> bool:
-    """Do some of `sizes` add up to `wanted` (the buffers and workspaces written, the others skipped)?"""
-    sums = {0}
-    for size in sizes:
-        sums |= {s + size for s in sums if s + size <= wanted}
-        if wanted in sums:
-            return True
-    return wanted in sums
-
-
-def check_size(path: Path, header_length: int, io_bytes: int, extras: tuple[int, ...], file_size: int) -> None:
-    """The completeness rule of the module docstring: `io_bytes` = the payloads of the dumped inputs and outputs,
-    `extras` = the sizes of the buffers and workspaces (any of which may have been skipped)."""
-    io_end = LENGTH_PREFIX.size + header_length + io_bytes
-    extra_total = sum(extras)
-    expected = io_end + extra_total
-    if expected > MAX_PLAUSIBLE_FILE:
-        raise DumpCorrupt(path, f"payload sizes add up to {expected} bytes: the header is garbage")
-    described = f"8 + {header_length} header + {io_bytes + extra_total} payload"
-    if expected < file_size:
-        raise DumpCorrupt(
-            path, f"file has {file_size} bytes, {file_size - expected} more than its header accounts for ({described})"
-        )
-    if expected == file_size:
-        return
-    if not extras:
-        raise DumpIncomplete(
-            path,
-            f"file has {file_size} bytes but its header promises {expected} ({described}): still being written, "
-            "or cut short",
-        )
-    if io_end > file_size:
-        raise DumpIncomplete(
-            path,
-            f"file has {file_size} bytes but its inputs and outputs end at byte {io_end} (8 + {header_length} header "
-            f"+ {io_bytes} payload): still being written, or cut short",
-        )
-    written = [size for size in extras if size]
-    rest = file_size - io_end
-    if len(written) <= MAX_EXTRAS_TRIED and _is_some_total(written, rest):
-        return  # the buffers/workspaces not written had address 0
-    raise DumpIncomplete(
-        path,
-        f"file has {file_size} bytes: the {rest} bytes after its inputs and outputs are the payloads of no set of "
-        f"its {len(extras)} buffers and workspaces ({extra_total} bytes with all written): still being written, or "
-        "cut short",
-    )
 
 
 def _tensors_from_header(message, header_length: int) -> tuple[tuple[GeTensor, ...], tuple[GeTensor, ...], int]:
@@ -427,3 +275,19 @@ class GeDumpReader:
 def open_ge_dump(path: PathLike) -> GeDumpReader:
     """Check a GE dump file and return a reader for its tensors (use as a context manager)."""
     return GeDumpReader(read_ge_dump(path))
+
+
+# the header records are ge_header's; the readers of a dump take them from here with the reader
+__all__ = [
+    "LENGTH_PREFIX",
+    "MAX_HEADER_BYTES",
+    "NANO_MAGIC",
+    "NOT_DUMPED",
+    "GeDump",
+    "GeDumpReader",
+    "GeTensor",
+    "PathLike",
+    "ge_dump_completeness",
+    "open_ge_dump",
+    "read_ge_dump",
+]

@@ -17,6 +17,7 @@ from typing import Optional
 
 from tcmp.schemas.dump_records import IO
 from tcmp.schemas.errors import DumpCorrupt
+from tcmp.schemas.ge_header import LENGTH_PREFIX, GeDump, GeTensor, OriginalOp, check_total
 
 NANO_INPUTS_TAG = 4
 NANO_OUTPUTS_TAG = 5
@@ -89,14 +90,12 @@ def _block(cursor: _Cursor, expected_tag: int, record: struct.Struct, io: IO):
 
 def read_nano_header(path: Path, header: bytes, header_length: int, file_size: int):
     """Decode a nano header into the same GeDump record the big-dump reader gives."""
-    from tcmp.schemas.ge_dump import LENGTH_PREFIX, GeDump, GeTensor, OriginalOp, _check_total
-
     cursor = _Cursor(path, header)
     cursor.unpack(_U32, "magic")
     (version,) = cursor.unpack(_U32, "version")
     raw_inputs = _block(cursor, NANO_INPUTS_TAG, _INPUT_RECORD, IO.INPUT)
     raw_outputs = _block(cursor, NANO_OUTPUTS_TAG, _OUTPUT_RECORD, IO.OUTPUT)
-    _check_total(path, header_length, [f[5] for f, _ in raw_inputs] + [f[8] for f, _ in raw_outputs], file_size)
+    check_total(path, header_length, [f[5] for f, _ in raw_inputs] + [f[8] for f, _ in raw_outputs], file_size)
 
     def dtype(code: int) -> int:
         return NANO_TO_PROTO_DTYPE.get(code, _UNKNOWN_DTYPE)

@@ -10,10 +10,10 @@ from typing import Optional
 import numpy as np
 
 from tcmp.schemas.graph_text import (
-    _LINE_VALUE,
-    _LITERAL,
     FIELD_CODES,
+    LINE_VALUE,
     ROOT,
+    STRING_LITERAL,
     Damage,
     Entry,
     NotLineShaped,
@@ -161,9 +161,9 @@ class LineView:
                 out.append((codes[k], True, k, self._at[k]))
                 continue
             value = raw[self._value_start[k] : self._value_end[k]]
-            if not checked[k] and not _LINE_VALUE.fullmatch(value):
+            if not checked[k] and not LINE_VALUE.fullmatch(value):
                 value = value.strip()
-                if not _LINE_VALUE.fullmatch(value):
+                if not LINE_VALUE.fullmatch(value):
                     raise NotLineShaped(self._at[k])  # `a: 1 b: 2`, `a: [1, 2]`, `a: 1,` …: the tokenizer knows
             if codes[k]:
                 out.append((codes[k], False, value, self._at[k]))
@@ -241,12 +241,6 @@ def line_view(raw: bytes, wanted_keys: tuple[bytes, ...] = ()) -> LineView:
         found[lines[::-1]] = positions[::-1]  # written last to first: the first on each line stays
         return found
 
-    def last_on_line(kind: int, default: np.ndarray) -> np.ndarray:
-        positions, lines = of_kind(kind)
-        found = default.copy()
-        found[lines] = positions
-        return found
-
     words = _WordReader(text)
     first = np.minimum(starts + words.leading_spaces(starts), ends)  # a line's first non-space byte
     blank = (first >= ends) | (text[np.minimum(first, len(text) - 1)] == 10)
@@ -262,7 +256,7 @@ def line_view(raw: bytes, wanted_keys: tuple[bytes, ...] = ()) -> LineView:
     is_close &= ~mixed
     is_scalar &= ~mixed
     for line in np.flatnonzero(mixed).tolist():
-        inner = _LITERAL.sub(_STRING_BLANK, raw[starts[line] : ends[line]]).strip()
+        inner = STRING_LITERAL.sub(_STRING_BLANK, raw[starts[line] : ends[line]]).strip()
         if any(mark in inner for mark in (b'"', b"'", b"#", b"<", b">")):
             raise NotLineShaped(int(starts[line]))  # a comment, an angle block, a quote left open
         inner_braces = inner.count(b"{") + inner.count(b"}")

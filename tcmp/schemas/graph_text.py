@@ -32,7 +32,9 @@ from google.protobuf import text_encoding, text_format
 
 __all__ = [
     "FIELD_CODES",
+    "LINE_VALUE",
     "ROOT",
+    "STRING_LITERAL",
     "Damage",
     "Entry",
     "NotLineShaped",
@@ -64,8 +66,8 @@ class Damage:
 
 # One or more adjacent string literals (protobuf concatenates them), or one bare token.
 _QUOTED = rb'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\''
-_LINE_VALUE = re.compile(rb"(?:(?:" + _QUOTED + rb")(?:[ \t]*(?:" + _QUOTED + rb"))*|[^\s\"',;:\[\]{}<>#]+)")
-_LITERAL = re.compile(_QUOTED)
+LINE_VALUE = re.compile(rb"(?:(?:" + _QUOTED + rb")(?:[ \t]*(?:" + _QUOTED + rb"))*|[^\s\"',;:\[\]{}<>#]+)")
+STRING_LITERAL = re.compile(_QUOTED)
 
 
 def string_value(text: bytes) -> Optional[bytes]:
@@ -74,7 +76,7 @@ def string_value(text: bytes) -> Optional[bytes]:
         return text[1:-1]  # the common case: one plain literal
     parts = []
     position = 0
-    for match in _LITERAL.finditer(text):
+    for match in STRING_LITERAL.finditer(text):
         if text[position : match.start()].strip():
             return None
         parts.append(match.group()[1:-1])

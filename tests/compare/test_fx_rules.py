@@ -1,5 +1,6 @@
-"""The GE → FX matcher's rules, one hand-built dump pair each (tcmp/compare/match/fx.py, fx_side.py, fx_leftovers.py,
-torchair_rules.py): which GE tensor is paired with which FX file, and why the others are listed.
+"""The GE → FX matcher's rules, one hand-built dump pair each (tcmp/compare/match/fx.py, fx_sources.py, fx_side.py,
+fx_leftovers.py, tcmp/compare/rules/torchair.py): which GE tensor is paired with which FX file, and why the others are
+listed.
 
 Each pair is what torchair 2.14 writes for a few FX nodes (the graph text with the `_fx_tensor_name`s its converters
 set, the GE dump of that graph, the FX dump of the same run), built by fx_dumps.DumpPair; the expected pairs are

@@ -40,7 +40,7 @@ class MatchResult:
 
 
 @dataclass(frozen=True)
-class _Resolved:
+class ResolvedExecution:
     """What a target execution is in the graph."""
 
     members: tuple[GraphOp, ...]  # one op, or a fused op's members
@@ -50,7 +50,7 @@ class _Resolved:
     missing_last: bool = False  # the name ends in one of them: the outputs are probably its
 
 
-class _Context:
+class TokenContext:
     """Shared by the GE → FX and GE → GE matchers of one token.
 
     A target tensor the writer did not dump (device address 0) is never paired: whatever the matchers found for it,
@@ -136,7 +136,7 @@ class _Context:
             for k in range(len(items)):
                 self.no_partner(e, io, k, reason)
 
-    def missing_members(self, e: GeExecution, resolved: _Resolved, graph: Graph) -> None:
+    def missing_members(self, e: GeExecution, resolved: ResolvedExecution, graph: Graph) -> None:
         """The pieces of a fused name that are no op of the graph: listed once per execution, by name (the
         members found are compared as for any fused op)."""
         for name in resolved.missing:
@@ -225,7 +225,7 @@ def carried_precision(view: Optional[GraphView], e: GeExecution, io: IO, index: 
     return _narrowest([source, *before], meta.dtype) if _preserving(source, meta.dtype) else None
 
 
-def _group_inputs(view: GraphView, resolved: _Resolved) -> list[tuple[GraphOp, int, InputEdge]]:
+def group_inputs(view: GraphView, resolved: ResolvedExecution) -> list[tuple[GraphOp, int, InputEdge]]:
     """A resolved execution's inputs in order, as (member, its input k, edge): a single op's own; a fused group's
     external inputs; a truncated fused name (only its first member known) its first member's."""
     if not resolved.fused or resolved.truncated:
@@ -234,7 +234,7 @@ def _group_inputs(view: GraphView, resolved: _Resolved) -> list[tuple[GraphOp, i
     return view.external_inputs([m.name for m in resolved.members])
 
 
-def _note_fusion(result: MatchResult, e: GeExecution, resolved: _Resolved) -> None:
+def note_fusion(result: MatchResult, e: GeExecution, resolved: ResolvedExecution) -> None:
     for member in resolved.members:
         result.fused_into[member.name] = e.op_name
         result.fused_into[sanitize(member.name)] = e.op_name  # as GE file names spell it
@@ -248,12 +248,12 @@ def graph_title(graph: Graph) -> str:
     return graph.name or graph.path.name
 
 
-def _resolve(view: Optional[GraphView], e: GeExecution) -> Optional[_Resolved]:
+def resolve_execution(view: Optional[GraphView], e: GeExecution) -> Optional[ResolvedExecution]:
     if view is None:
         return None
     op = view.op(e.op_name) or view.op(e.file_op_name)
     if op is not None:
-        return _Resolved((op,), fused=False)
+        return ResolvedExecution((op,), fused=False)
     originals = [o[0] for o in e.original_ops if o is not None]
     found = view.decompose(e.op_name, originals) or view.decompose(e.file_op_name, originals)
     if found is None and not SELF_CHECK_TYPES.search(e.op_type):  # a GE-inserted Cast is self-checked instead
@@ -264,12 +264,12 @@ def _resolve(view: Optional[GraphView], e: GeExecution) -> Optional[_Resolved]:
     if found is None:
         return None
     members = tuple(view.graph.op(m) for m in found.members)
-    return _Resolved(members, fused=True, truncated=found.truncated, missing=found.missing,
+    return ResolvedExecution(members, fused=True, truncated=found.truncated, missing=found.missing,
                      missing_last=found.missing_last)  # fmt: skip
 
 
-def _fused_output(
-    view: GraphView, e: GeExecution, resolved: _Resolved, j: int
+def fused_output(
+    view: GraphView, e: GeExecution, resolved: ResolvedExecution, j: int
 ) -> tuple[Optional[tuple[GraphOp, int]], str]:
     """The member output a fused op's output `j` stands for: the header's `original_op` when the graph has that
     op, else the members' j-th external output (unless the fused name was truncated: its members are then only a
@@ -300,5 +300,5 @@ def _fused_output(
     return outputs[j], note
 
 
-def _stack(resolved: _Resolved) -> Optional[str]:
+def stack_info_of(resolved: ResolvedExecution) -> Optional[str]:
     return next((m.stack_info for m in resolved.members if m.stack_info), None)

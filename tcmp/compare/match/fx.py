@@ -18,8 +18,6 @@ Nothing is compared "by shape" against a tensor the GE tensor cannot be; when un
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,19 +27,19 @@ from tcmp.compare.collect.fusion import GraphView
 from tcmp.compare.match.context import (
     MAX_PASS_THROUGH,
     SELF_CHECK_TYPES,
-    _Context,
-    _fused_output,
-    _group_inputs,
-    _note_fusion,
-    _resolve,
-    _Resolved,
-    _stack,
+    ResolvedExecution,
+    TokenContext,
+    fused_output,
     graph_title,
+    group_inputs,
+    note_fusion,
+    resolve_execution,
+    stack_info_of,
 )
-from tcmp.compare.match.executions import FxCall, GeExecution, align_runs
-from tcmp.compare.match.fx_leftovers import golden_reasons
-from tcmp.compare.match.fx_patterns import PatternCalls
+from tcmp.compare.match.executions import FxCall, GeExecution
+from tcmp.compare.match.fx_leftovers import FxFindings, golden_reasons
 from tcmp.compare.match.fx_side import FxSide
+from tcmp.compare.match.fx_sources import Found, FxSources, Missing, Run, Source
 from tcmp.compare.records import UnmatchedKind
 from tcmp.compare.rules.shapes import squeezed
 from tcmp.compare.rules.torchair import (
@@ -55,43 +53,10 @@ from tcmp.compare.rules.torchair import (
 )
 from tcmp.schemas.dump_records import IO, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile, FileKind
-from tcmp.schemas.graph import FxTensorName, GraphOp, InputEdge
-from tcmp.summaries.summarize import MAX_STACKED_ELEMENTS
+from tcmp.schemas.graph import GraphOp, InputEdge
 
 _CONSTANT_TYPES = ("Const", "Constant")
-_BUILT_IN_CONSUMER = " (a view torchair builds inside its consumer's conversion)"
 _GRAPH_INPUT_TYPES = ("Data", "RefData", "PlaceHolder", "AippData")
-
-
-@dataclass(frozen=True)
-class _Run:
-    """One execution of a graph op in the token: the one whose FX call is asked for."""
-
-    op_name: str
-    execution: int
-
-
-@dataclass(frozen=True)
-class _Found:
-    """The FX tensor a GE tensor is: a file's output (or one element of it), with the notes of how it was found."""
-
-    file: DumpFile
-    index: int
-    element: Optional[int] = None
-    notes: tuple[str, ...] = ()
-    reshaped: bool = False  # the FX tensor holds the GE tensor's elements in another shape (a folded-in view)
-
-
-@dataclass(frozen=True)
-class _Missing:
-    """No FX tensor, and why."""
-
-    reason: str
-    kind: UnmatchedKind
-    extra_run: bool = False  # the op ran more often than its FX node was called: this run has no call
-
-
-_Source = "_Found | _Missing"
 
 
 @dataclass(frozen=True)
@@ -99,70 +64,27 @@ class _Planned:
     """A target execution as the graph names it, what it is in the graph, and its outputs' FX tensors."""
 
     execution: GeExecution
-    resolved: Optional[_Resolved]
-    outputs: tuple[tuple[_Source, tuple[str, ...]], ...] = ()  # per output: its FX tensor or why none, and notes
+    resolved: Optional[ResolvedExecution]
+    outputs: tuple[tuple[Source, tuple[str, ...]], ...] = ()  # per output: its FX tensor or why none, and notes
     stray: Optional[str] = None  # why it has no partner call (a task GE ran again): none of its outputs has one
 
 
 class FxMatcher:
     def __init__(
         self,
-        ctx: _Context,
+        ctx: TokenContext,
         view: GraphView,
         calls: Mapping[str, tuple[FxCall, ...]],
         target: Sequence[GeExecution],
         stored: Mapping[Path, TensorSummary],
     ) -> None:
         self.ctx, self.view = ctx, view
-        self.fx = FxSide(calls, stored)
-        # FX node key -> the graph position of the first op output named after it (the converted graph's order)
-        self.named_keys: dict[str, int] = {}
-        for position, op in enumerate(view.graph.ops):
-            for o in op.outputs:
-                if o.fx_tensor is not None:
-                    self.named_keys.setdefault(o.fx_tensor.node_key, position)
-        self.executions: dict[str, list[GeExecution]] = defaultdict(list)
-        for e in target:
-            self.executions[e.op_name].append(e)
-            op = view.op(e.op_name)
-            if op is not None and op.name != e.op_name:  # a file's sanitized name: under the graph's too
-                self.executions[op.name].append(e)
+        self.sources = FxSources(ctx.token, view, FxSide(calls, stored), target)
+        self.fx, self.named_keys, self.executions = self.sources.fx, self.sources.named_keys, self.sources.executions
+        self.patterns = self.sources.patterns
         self._plans: dict[tuple[str, int], _Planned] = {}
-        self._alignments: dict[tuple[str, str], dict[int, int]] = {}
-        self._overwritten: dict[tuple[str, int], Optional[FxCall]] = {}
-        self.patterns = PatternCalls(self.fx, self.named_keys)
-        self.written_over: dict[str, str] = {}  # FX node key whose converter returned its input -> the producer's key
 
-    # --- the FX call of a GE op --------------------------------------------------------------------------------
-
-    def _aligned(self, op_name: str, execution: int, key: str, output_index: Optional[int], j: int) -> Optional[FxCall]:
-        """The FX call of `key` that execution `execution` of op `op_name` is (see the module docstring)."""
-        calls = self.fx.calls.get(key, ())
-        runs = self.executions.get(op_name, ())
-        if not calls:
-            return None
-        if not runs:  # an op not dumped under this name (a fused member): its k-th run, as the caller counts
-            return calls[execution] if execution < len(calls) else None
-        cache_key = (op_name, key)
-        if cache_key not in self._alignments:
-
-            def fits(e: GeExecution, call: FxCall) -> bool:
-                meta = e.tensor(IO.OUTPUT, j)
-                file = call.output(output_index) if output_index is not None else None
-                return meta is None or meta.shape is None or file is None or self.fx.fits(file, meta.shape)
-
-            self._alignments[cache_key] = align_runs(runs, calls, fits)
-        at = self._alignments[cache_key].get(execution)
-        return calls[at] if at is not None else None
-
-    def _extra_run(self, run: _Run, key: str) -> _Missing:
-        runs, calls = len(self.executions.get(run.op_name, ())), len(self.fx.calls.get(key, ()))
-        return _Missing(
-            f"{run.op_name} ran {runs} time(s) in token {self.ctx.token}, {key} {calls}: execution {run.execution} "
-            "has no call of the same output shapes left",
-            UnmatchedKind.NO_PARTNER,
-            extra_run=True,
-        )
+    # --- which run of its op an execution is -------------------------------------------------------------------
 
     def _call_number(self, e: GeExecution) -> int:
         """Which run of its op `e` is, not counting the runs without a partner call before it (a task GE ran
@@ -172,150 +94,11 @@ class FxMatcher:
     def _stray(self, e: GeExecution) -> bool:
         return self._planned(e).stray is not None
 
-    # --- the FX tensor of a GE op's output ---------------------------------------------------------------------
-
-    def _producer_run(self, producer: GraphOp, e: GeExecution) -> _Run:
+    def _producer_run(self, producer: GraphOp, e: GeExecution) -> Run:
         """The execution of `producer` whose output execution `e` read: its last one before `e` that has a partner
         call (the k-th, as `e` is the k-th run of its op with a call, when the producer was not dumped)."""
         before = [p for p in self.executions.get(producer.name, ()) if p.order < e.order and not self._stray(p)]
-        return _Run(producer.name, before[-1].execution if before else self._call_number(e))
-
-    def source(self, op: GraphOp, index: int, run: _Run) -> _Source:
-        """The FX tensor output `index` of graph op `op` is, in its execution `run`."""
-        desc = op.outputs[index] if index < len(op.outputs) else None
-        fx = desc.fx_tensor if desc is not None else None
-        if fx is None:
-            view = _BUILT_IN_CONSUMER if op.type in VIEW_OP_TYPES else ""
-            return _Missing(
-                f"no _fx_tensor_name on output {index} of {op.name}: an inner op of a converter "
-                f"expansion{view}, which names only the tensors it returns",
-                UnmatchedKind.BY_DESIGN,
-            )
-        key, target, notes = fx.node_key, fx.target, []
-        if key not in self.fx.calls:
-            if is_sym_target(target):
-                return _Missing(
-                    f"{fx}: a symbolic size torchair computes in the graph (_optimize_sym_input); the FX "
-                    "dumper writes no file for a sym node",
-                    UnmatchedKind.BY_DESIGN,
-                )
-            if target in PATTERN_BY_FUSED:
-                return self._pattern_source(fx, run, desc.shape)
-            if target == RESHAPE_TARGET:
-                renamed = f"{key.partition('-')[0]}-{VIEW_TARGET}"
-                if renamed in self.fx.calls:
-                    key = renamed
-                    notes.append("the FX view torchair's _view_to_reshape retargeted to reshape")
-        elif target in RETURNS_INPUT_TARGETS and not type_fits_target(op.type, target):
-            producer = self._written_over(op, fx, run)
-            if producer is not None:
-                notes.append(f"named {fx.node_key}, whose converter returns its input: {producer.key}'s output")
-                return self._output_file(producer, fx.output_index or 0, (), tuple(notes))
-        call = self._aligned(run.op_name, run.execution, key, fx.output_index, index)
-        if call is None:
-            if key in self.fx.calls:
-                return self._extra_run(run, key)
-            return _Missing(f"golden file missing: {fx} in token {self.ctx.token}", UnmatchedKind.NO_PARTNER)
-        if fx.output_index is None:
-            return _Missing(
-                f"{fx}: an entry of a dict output; the FX dumper pickles the whole dict into one "
-                "OUTPUT.0 file, which tcmp does not unpickle",
-                UnmatchedKind.BY_DESIGN,
-            )
-        return self._output_file(call, fx.output_index, fx.path[1:], tuple(notes))
-
-    def _output_file(self, call: FxCall, index: int, rest: tuple[str, ...], notes: tuple[str, ...]) -> _Source:
-        file = call.output(index)
-        if file is None:
-            return _Missing(
-                f"golden file missing: {call.key}.OUTPUT.{index} in token {self.ctx.token}", UnmatchedKind.NO_PARTNER
-            )
-        if not rest:
-            return _Found(file, index, None, notes)
-        shape = self.fx.shape(file)
-        element = int(rest[0]) if rest[0].isdigit() and len(rest) == 1 else None
-        if element is None or shape is None or not shape.numeric or not shape.shape or element >= shape.shape[0]:
-            how = f"of shape {list(shape.shape)}" if shape is not None and shape.numeric else "not a tensor"
-            return _Missing(
-                f"nested output {call.key}.OUTPUT.{index}.{'.'.join(rest)}: the FX dumper saved the list "
-                f"as one file {how}, which does not hold it",
-                UnmatchedKind.BY_DESIGN,
-            )
-        stored = self.fx.stored.get(file.path)
-        if stored is not None and element >= len(stored.elements):
-            return _Missing(
-                f"nested output {call.key}.OUTPUT.{index}.{rest[0]}: one of the tensors the FX dumper "
-                "stacked into one file, whose raw data tcmp watch deleted; the index holds no summary of that "
-                f"element (it summarizes the first {MAX_STACKED_ELEMENTS} of a file, since schema 3)",
-                UnmatchedKind.BY_DESIGN,
-            )
-        return _Found(file, index, element, (*notes, f"element {element} of the stacked list output {index}"))
-
-    def _written_over(self, op: GraphOp, fx: FxTensorName, run: _Run) -> Optional[FxCall]:
-        """The FX node whose output a converter that returns its input (`fx`'s node) renamed: the one call before
-        it, named nowhere in the graph, whose output is that input and whose target fits the GE op's type."""
-        cache_key = (fx.node_key, run.execution)
-        if cache_key not in self._overwritten:
-            found = None
-            over = self._aligned(run.op_name, run.execution, fx.node_key, fx.output_index, 0)
-            copy = next((f for i, j, f in over.inputs if i == 0 and j is None), None) if over is not None else None
-            if over is not None and copy is not None:
-                candidates = [
-                    c
-                    for c in self.fx.ordered()
-                    if c.key not in self.named_keys
-                    and int(c.timestamp or 0) <= int(over.timestamp or 0)
-                    and type_fits_target(op.type, c.target)
-                    and c.output(0) is not None
-                    and self.fx.same_header(c.output(0), copy)
-                ]
-                if len(candidates) > 1:
-                    candidates = [c for c in candidates if self.fx.same_content(c.output(0), copy)]
-                if len(candidates) == 1:
-                    found = candidates[0]
-                    self.written_over[fx.node_key] = found.key
-            self._overwritten[cache_key] = found
-        return self._overwritten[cache_key]
-
-    def _pattern_source(self, fx: FxTensorName, run: _Run, shape: tuple[int, ...]) -> _Source:
-        """A pattern-fused node's output (of graph shape `shape`): the output of the replaced node it was computed
-        by before the fusion."""
-        pattern = PATTERN_BY_FUSED[fx.target]
-        index = fx.output_index
-        replaced = pattern.outputs[index] if index is not None and index < len(pattern.outputs) else None
-        if replaced is None:
-            return _Missing(
-                f"{fx}: output {index} of {fx.target}, which torchair's pattern fusion ({pattern.source}) "
-                "made from nodes that had no such output",
-                UnmatchedKind.BY_DESIGN,
-            )
-        found = self.patterns.of(fx.node_key, pattern, run.execution)
-        if found is None:
-            return _Missing(
-                f"{fx}: torchair's pattern fusion ({pattern.source}) replaced FX nodes this token's dump "
-                "does not let tcmp tell apart",
-                UnmatchedKind.BY_DESIGN,
-            )
-        from_anchor = pattern.anchor in replaced.target
-        call = found.anchor if from_anchor else found.consumer
-        if call is None:
-            return _Missing(
-                f"{fx}: the node torchair's pattern fusion ({pattern.source}) folded in is not in the FX dump",
-                UnmatchedKind.BY_DESIGN,
-            )
-        notes = [f"pattern-fused by torchair ({pattern.source}): {call.key}.OUTPUT.{replaced.index}"]
-        source = self._output_file(call, replaced.index, (), ())
-        if isinstance(source, _Found) and not from_anchor and found.view is not None:
-            fx_shape = self.fx.shape(source.file)
-            if fx_shape is not None and fx_shape.numeric and not _same_count(fx_shape.shape, shape):
-                return _Missing(
-                    f"{fx}: {call.key}.OUTPUT.{replaced.index} of shape {list(fx_shape.shape)}, computed on "
-                    f"{found.view.key}, does not hold the {list(shape)} elements of the fused output",
-                    UnmatchedKind.NO_PARTNER,
-                )
-            notes.append(f"FX computed it on the view {found.view.key}: compared in GE's shape, element by element")
-            return replace(source, notes=tuple(notes), reshaped=True)
-        return replace(source, notes=tuple(notes)) if isinstance(source, _Found) else source
+        return Run(producer.name, before[-1].execution if before else self._call_number(e))
 
     # --- matching ----------------------------------------------------------------------------------------------
 
@@ -325,15 +108,15 @@ class FxMatcher:
         cache_key = (e.op_name, e.execution)
         if cache_key in self._plans:
             return self._plans[cache_key]
-        resolved = _resolve(self.view, e)
+        resolved = resolve_execution(self.view, e)
         if resolved is not None and not resolved.fused and resolved.members[0].name != e.op_name:
             e = replace(e, op_name=resolved.members[0].name)  # the graph's name, where the file's is sanitized
         planned = _Planned(e, resolved)
         has_fx = resolved is not None and any(o.fx_tensor for m in resolved.members for o in m.outputs)
         if resolved is not None and (resolved.fused or has_fx or not SELF_CHECK_TYPES.search(e.op_type)):
             outputs = tuple(self._output_source(e, resolved, j) for j in range(len(e.outputs)))
-            extra = [s for s, _ in outputs if isinstance(s, _Missing) and s.extra_run]
-            found = any(isinstance(s, _Found) for s, _ in outputs)
+            extra = [s for s, _ in outputs if isinstance(s, Missing) and s.extra_run]
+            found = any(isinstance(s, Found) for s, _ in outputs)
             planned = _Planned(e, resolved, outputs, extra[0].reason if extra and not found else None)
         self._plans[cache_key] = planned
         return planned
@@ -361,15 +144,15 @@ class FxMatcher:
             self.ctx.unpartnered(e, planned.stray)
             return
         if resolved.fused:
-            _note_fusion(self.ctx.result, e, resolved)
+            note_fusion(self.ctx.result, e, resolved)
             self.ctx.missing_members(e, resolved, self.view.graph)
-        stack = _stack(resolved)
+        stack = stack_info_of(resolved)
         self._inputs(e, resolved, stack)
         for j, (source, extra) in enumerate(planned.outputs):
             self._record(e, IO.OUTPUT, j, source, stack, extra)
 
-    def _record(self, e: GeExecution, io: IO, k: int, source: _Source, stack, extra=()) -> None:
-        if isinstance(source, _Missing):
+    def _record(self, e: GeExecution, io: IO, k: int, source: Source, stack, extra=()) -> None:
+        if isinstance(source, Missing):
             if source.kind is UnmatchedKind.BY_DESIGN:
                 self.ctx.by_design(e, io, k, source.reason)
             else:
@@ -378,16 +161,16 @@ class FxMatcher:
         bench = self.ctx.fx_ref(source.file, IO.OUTPUT, source.index, element=source.element, reshaped=source.reshaped)
         self.ctx.pair(e, io, k, bench, (*extra, *source.notes), stack)
 
-    def _output_source(self, e: GeExecution, resolved: _Resolved, j: int) -> tuple[_Source, tuple[str, ...]]:
+    def _output_source(self, e: GeExecution, resolved: ResolvedExecution, j: int) -> tuple[Source, tuple[str, ...]]:
         if resolved.fused:
-            found, note = _fused_output(self.view, e, resolved, j)
+            found, note = fused_output(self.view, e, resolved, j)
             if found is None:
-                return _Missing(note, UnmatchedKind.NO_PARTNER), ()
+                return Missing(note, UnmatchedKind.NO_PARTNER), ()
             op, index = found
             extra: tuple[str, ...] = (note,) if note else ()
         else:
             op, index, extra = resolved.members[0], j, ()
-        return self.source(op, index, _Run(e.op_name, e.execution)), extra
+        return self.sources.source(op, index, Run(e.op_name, e.execution)), extra
 
     def _producer(self, edge: InputEdge) -> tuple[Optional[GraphOp], int, list[str]]:
         """The op a data edge comes from, past GE conversion ops without FX tensors (Cast/TransData a pass or GE
@@ -411,8 +194,8 @@ class FxMatcher:
             edge = producer.inputs[0]
         return None, edge.index, passed
 
-    def _inputs(self, e: GeExecution, resolved: _Resolved, stack: Optional[str]) -> None:
-        edges = [(op, edge) for op, _, edge in _group_inputs(self.view, resolved)]
+    def _inputs(self, e: GeExecution, resolved: ResolvedExecution, stack: Optional[str]) -> None:
+        edges = [(op, edge) for op, _, edge in group_inputs(self.view, resolved)]
         by_shape: list[tuple[int, GraphOp, GraphOp, str]] = []
         for k in range(len(e.inputs)):  # (a tensor not dumped is still paired: its partner is then listed as such)
             if k >= len(edges):
@@ -433,15 +216,15 @@ class FxMatcher:
                     if producer.type in VIEW_OP_TYPES
                     else ""
                 )
-                source: _Source = _Missing(
+                source: Source = Missing(
                     f"a tensor inside a converter expansion: its producer {producer.name} "
                     f"carries no _fx_tensor_name (an inner op{inner})",
                     UnmatchedKind.BY_DESIGN,
                 )
             else:
-                source = self.source(producer, index, self._producer_run(producer, e))
+                source = self.sources.source(producer, index, self._producer_run(producer, e))
             self._record(e, IO.INPUT, k, source, stack, (via,))
-            if isinstance(source, _Found):
+            if isinstance(source, Found):
                 call = self._own_call(consumer, e)
                 if call is not None:
                     self.fx.claim_copy(call, source.file)
@@ -459,18 +242,18 @@ class FxMatcher:
                 return found.anchor if found is not None else None
             key = fx.node_key
             if fx.target in RETURNS_INPUT_TARGETS and not type_fits_target(named.type, fx.target):
-                producer = self._written_over(named, fx, run)
+                producer = self.sources.overwritten_call(named, fx, run)
                 if producer is not None:
                     return producer
             if key not in self.fx.calls and fx.target == RESHAPE_TARGET:
                 key = f"{key.partition('-')[0]}-{VIEW_TARGET}"
-            return self._aligned(run.op_name, run.execution, key, fx.output_index, 0)
+            return self.sources.aligned(run.op_name, run.execution, key, fx.output_index, 0)
         return None
 
-    def _downstream_run(self, named: GraphOp, e: GeExecution) -> _Run:
+    def _downstream_run(self, named: GraphOp, e: GeExecution) -> Run:
         """The execution of `named` (the end of `e`'s expansion, or `e`'s own op) that follows execution `e`."""
         after = [n for n in self.executions.get(named.name, ()) if n.order >= e.order and not self._stray(n)]
-        return _Run(named.name, after[0].execution if after else self._call_number(e))
+        return Run(named.name, after[0].execution if after else self._call_number(e))
 
     def _expansion_ends(self, op: GraphOp) -> list[GraphOp]:
         """`op` if it carries a name, else the named ops reached from it through ops without one (one only, or
@@ -602,20 +385,15 @@ class FxMatcher:
             )
 
     def leftovers(self, files: Sequence[DumpFile]) -> dict[Path, tuple[str, UnmatchedKind]]:
-        return golden_reasons(self, files)
+        learnt = FxFindings(
+            self.fx, self.view.graph, self.patterns.replaced_keys, self.sources.written_over, self.named_keys
+        )
+        return golden_reasons(learnt, files)
 
 
 def _is_float(meta) -> bool:
     dtype = (meta.dtype or "") if meta is not None else ""
     return "FLOAT" in dtype.upper() or "BF16" in dtype.upper() or dtype.startswith(("float", "bfloat"))
-
-
-def _same_count(fx_shape: tuple[int, ...], graph_shape: tuple[int, ...]) -> bool:
-    """Whether an FX tensor has as many elements as a graph tensor (true where the graph does not say: a dynamic
-    dim, or no shape recorded; the compare checks the dumped tensors then)."""
-    if not graph_shape or any(d < 0 for d in graph_shape):
-        return True
-    return math.prod(fx_shape) == math.prod(graph_shape)
 
 
 __all__ = ["FxMatcher"]

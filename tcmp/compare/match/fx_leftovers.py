@@ -4,77 +4,88 @@ no tensors. Files it cannot explain are left to the caller's default ("no partne
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
+from tcmp.compare.match.fx_side import FxSide
 from tcmp.compare.records import UnmatchedKind
 from tcmp.compare.rules.torchair import NOOP_TARGETS, VIEW_TARGETS
 from tcmp.schemas.dump_records import IO
 from tcmp.schemas.dump_tree import DumpFile
 from tcmp.schemas.fx_dump import FxFileName
-
-if TYPE_CHECKING:
-    from tcmp.compare.match.fx import FxMatcher
+from tcmp.schemas.graph import Graph
 
 _SMALL_LIST = 64  # elements: a size or dims list, not a tensor of data
 
 
-def golden_reasons(matcher: FxMatcher, files: Sequence[DumpFile]) -> dict[Path, tuple[str, UnmatchedKind]]:
-    fx = matcher.fx
+@dataclass(frozen=True)
+class FxFindings:
+    """What the GE → FX matcher learnt about a token, once it has matched every target execution."""
+
+    fx: FxSide
+    graph: Graph
+    replaced_keys: Mapping[str, str]  # FX node key -> the pattern-fused node that replaced it
+    written_over: Mapping[str, str]  # FX node key whose converter returned its input -> the producer's key
+    named_keys: Mapping[str, int]  # FX node keys some graph op output is named after
+
+
+def golden_reasons(learnt: FxFindings, files: Sequence[DumpFile]) -> dict[Path, tuple[str, UnmatchedKind]]:
+    fx = learnt.fx
     call_of = {}
     for calls in fx.calls.values():
         for c in calls:
             for f in (*(x[2] for x in c.inputs), *(x[1] for x in c.outputs)):
                 call_of[f.path] = c
     reasons: dict[Path, tuple[str, UnmatchedKind]] = {}
-    dict_keys = _dict_output_keys(matcher)
+    dict_keys = _dict_output_keys(learnt)
     for f in files:
         name = f.name
         call = call_of.get(f.path)
         if not isinstance(name, FxFileName) or call is None:
             continue
-        why = _reason(matcher, f, name, call, dict_keys)
+        why = _reason(learnt, f, name, call, dict_keys)
         if why is not None:
             reasons[f.path] = (why, UnmatchedKind.BY_DESIGN)
     return reasons
 
 
-def _dict_output_keys(matcher: FxMatcher) -> frozenset[str]:
+def _dict_output_keys(learnt: FxFindings) -> frozenset[str]:
     """FX nodes whose result is a dict: torchair names its entries on the GE side by key (`OUTPUT.out`), never by
     an index, while the FX dumper saves the whole dict as the one file `OUTPUT.0` (`[result]`, a pickled array)."""
-    names = [o.fx_tensor for op in matcher.view.graph.ops for o in op.outputs if o.fx_tensor is not None]
+    names = [o.fx_tensor for op in learnt.graph.ops for o in op.outputs if o.fx_tensor is not None]
     indexed = {n.node_key for n in names if n.output_index is not None}
     return frozenset(n.node_key for n in names if n.output_index is None and n.node_key not in indexed)
 
 
-def _reason(matcher: FxMatcher, f: DumpFile, name: FxFileName, call, dict_keys: frozenset[str]) -> Optional[str]:
-    fx, key, target = matcher.fx, name.key, name.target
+def _reason(learnt: FxFindings, f: DumpFile, name: FxFileName, call, dict_keys: frozenset[str]) -> Optional[str]:
+    fx, key, target = learnt.fx, name.key, name.target
     if f.path in fx.copies:
         return f"FX input copy of the tensor in {fx.copies[f.path].name}: the GE input is compared with that output"
-    if key in matcher.patterns.replaced_keys:
+    if key in learnt.replaced_keys:
         if name.io is IO.INPUT:  # a dim or size argument of a replaced node is no tensor of the fusion either
             plain = _plain_argument(fx, f, name, target)
             if plain is not None:
                 return plain
-        fused = matcher.patterns.replaced_keys[key]
+        fused = learnt.replaced_keys[key]
         return (
             f"{name.io.value} {name.index} of {key}, a node torchair's pattern fusion replaced by {fused}; the fused "
             "op's tensors are compared with what this node computed"
         )
     if name.io is IO.INPUT:
         return _argument(fx, f, name, target)
-    if key in matcher.written_over:
+    if key in learnt.written_over:
         return (
             f"{key}'s converter returns its input, so its name was written over the GE tensor of "
-            f"{matcher.written_over[key]}, which is compared instead (the same tensor)"
+            f"{learnt.written_over[key]}, which is compared instead (the same tensor)"
         )
     if key in dict_keys and name.io is IO.OUTPUT and name.index == 0:
         return (
             f"output 0 of {key}: a dict output, which the FX dumper pickles whole into this one file; its entries "
             "are GE tensors named by key (OUTPUT.<key>), listed by design on the target side"
         )
-    if key in matcher.named_keys:
+    if key in learnt.named_keys:
         return None
     if target in NOOP_TARGETS and _same_shape(fx, call):
         return (

@@ -26,13 +26,13 @@ from tcmp.compare.collect.fusion import GraphView, NameSplitter
 from tcmp.compare.match.context import (
     SELF_CHECK_TYPES,
     MatchResult,
-    _Context,
-    _fused_output,
-    _group_inputs,
-    _note_fusion,
-    _resolve,
-    _Resolved,
+    ResolvedExecution,
+    TokenContext,
+    fused_output,
     graph_title,
+    group_inputs,
+    note_fusion,
+    resolve_execution,
 )
 from tcmp.compare.match.executions import FxCall, GeExecution, TensorMeta, align_runs, same_shape
 from tcmp.compare.match.fx import FxMatcher
@@ -58,7 +58,7 @@ class _Link:
 
 class GeMatcher:
     def __init__(
-        self, ctx: _Context, view: Optional[GraphView], golden: Sequence[GeExecution], target: Sequence[GeExecution]
+        self, ctx: TokenContext, view: Optional[GraphView], golden: Sequence[GeExecution], target: Sequence[GeExecution]
     ) -> None:
         self.ctx, self.view = ctx, view
         self.by_name: dict[str, list[GeExecution]] = defaultdict(list)
@@ -143,7 +143,7 @@ class GeMatcher:
                 for i in range(len(items)):
                     self._positional(e, same, io, i, i, ())
             return
-        resolved = _resolve(self.view, e)
+        resolved = resolve_execution(self.view, e)
         if resolved is not None and resolved.fused:
             self._fused(e, resolved)
             return
@@ -170,7 +170,9 @@ class GeMatcher:
     def _ge_inserted(self, e: GeExecution) -> bool:
         """A Cast/TransData that GE put in (not in the graph)."""
         return (
-            self.view is not None and SELF_CHECK_TYPES.search(e.op_type) is not None and _resolve(self.view, e) is None
+            self.view is not None
+            and SELF_CHECK_TYPES.search(e.op_type) is not None
+            and resolve_execution(self.view, e) is None
         )
 
     def _inserted_cast(self, e: GeExecution) -> bool:
@@ -231,12 +233,12 @@ class GeMatcher:
                     break
         return best
 
-    def _fused(self, e: GeExecution, resolved: _Resolved) -> None:
+    def _fused(self, e: GeExecution, resolved: ResolvedExecution) -> None:
         view = self.view
         assert view is not None
-        _note_fusion(self.ctx.result, e, resolved)
+        note_fusion(self.ctx.result, e, resolved)
         self.ctx.missing_members(e, resolved, view.graph)
-        inputs = _group_inputs(view, resolved)
+        inputs = group_inputs(view, resolved)
         # per tensor of `e`: the member and its tensor, or why there is none
         wanted: list[tuple[IO, int, Union[tuple[str, int, tuple[str, ...]], str]]] = []
         for k in range(len(e.inputs)):
@@ -246,7 +248,7 @@ class GeMatcher:
             member, index, _ = inputs[k]
             wanted.append((IO.INPUT, k, (member.name, index, (f"member {member.name} input {index}",))))
         for j in range(len(e.outputs)):
-            source, note = _fused_output(view, e, resolved, j)
+            source, note = fused_output(view, e, resolved, j)
             if source is None:
                 wanted.append((IO.OUTPUT, j, note))
                 continue
@@ -301,7 +303,7 @@ def match_token(
     `result.golden_reasons` says why those that nothing paired with have no partner, where the matcher knows (for
     an FX golden, of `golden_files`). `fx_stored`: index summaries of golden FX files whose raw data is gone."""
     result = MatchResult()
-    ctx = _Context(rank, token, graph_label, result, fx_stored, view)
+    ctx = TokenContext(rank, token, graph_label, result, fx_stored, view)
     fx_matcher: Optional[FxMatcher] = None
     ge_matcher: Optional[GeMatcher] = None
     if golden_calls is not None:

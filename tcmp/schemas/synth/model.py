@@ -290,9 +290,6 @@ class _Builder:
             )
         return [V(r, d) for r, d in zip(refs, out_dtypes)]
 
-    def fx_only_inputs(self, fx_args: Sequence[Arg]) -> tuple[FxArg, ...]:
-        return tuple(self._fx_arg(a) for a in fx_args)
-
     @staticmethod
     def _fx_arg(arg: Arg) -> FxArg:
         if isinstance(arg, V):
