@@ -69,7 +69,7 @@ class FxSources:
     the token's GE executions by op, and what was learnt on the way (`written_over`)."""
 
     def __init__(self, token: int, view: GraphView, fx: FxSide, target: Sequence[GeExecution]) -> None:
-        self.token, self.view, self.fx = token, view, fx
+        self.token, self.fx = token, fx
         # FX node key -> the graph position of the first op output named after it (the converted graph's order)
         self.named_keys: dict[str, int] = {}
         for position, op in enumerate(view.graph.ops):
@@ -90,7 +90,7 @@ class FxSources:
     # --- the FX call of a GE op --------------------------------------------------------------------------------
 
     def aligned(self, op_name: str, execution: int, key: str, output_index: Optional[int], j: int) -> Optional[FxCall]:
-        """The FX call of `key` that execution `execution` of op `op_name` is (see the module docstring)."""
+        """The FX call of `key` that execution `execution` of op `op_name` is (see match.fx's docstring)."""
         calls = self.fx.calls.get(key, ())
         runs = self.executions.get(op_name, ())
         if not calls:
