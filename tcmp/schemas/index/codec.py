@@ -133,26 +133,28 @@ def tensor_rows(file_id: int, tensors: Sequence[TensorSummary]) -> Iterator[tupl
     """A row per tensor, each followed by a row per element of it (`TensorSummary.elements`, column `element`)."""
     position = 0
     for tensor in tensors:
-        described = dict(
-            _TENSOR_NULLS, file_id=file_id, io=tensor.io.value, io_index=tensor.index, io_sub_index=tensor.sub_index,
-            kind=tensor.kind.value, dtype=tensor.dtype, has_summary=0, float_flags=0,
-        )  # fmt: skip
-        own = dict(
-            described, position=position, shape=_shape_text(tensor.shape), device_format=tensor.device_format,
-            device_shape=_shape_text(tensor.device_shape), notes=json_or_none(tensor.notes),
-        )  # fmt: skip
+        own = {
+            **_TENSOR_NULLS, "file_id": file_id, "position": position, "io": tensor.io.value,
+            "io_index": tensor.index, "io_sub_index": tensor.sub_index, "kind": tensor.kind.value,
+            "dtype": tensor.dtype, "shape": _shape_text(tensor.shape), "device_format": tensor.device_format,
+            "device_shape": _shape_text(tensor.device_shape), "has_summary": 0, "float_flags": 0,
+            "notes": json_or_none(tensor.notes),
+        }  # fmt: skip
         if tensor.summary is not None:
             own.update(_statistics(tensor.summary))
         if tensor.original_op is not None:
             own["original_op"], own["original_op_index"] = tensor.original_op
         yield _tensor_values(own)
         position += 1
-        element_shape = _shape_text(tensor.shape[1:]) if tensor.shape else None
-        for k, summary in enumerate(tensor.elements):
-            element = dict(described, position=position, shape=element_shape, element=k)
-            element.update(_statistics(summary))
-            yield _tensor_values(element)
-            position += 1
+        if tensor.elements:
+            # an element row: the tensor's description, the element's shape and numbers, nothing else
+            described = {name: own[name] for name in ("file_id", "io", "io_index", "io_sub_index", "kind", "dtype")}
+            element_shape = _shape_text(tensor.shape[1:]) if tensor.shape else None
+            for k, summary in enumerate(tensor.elements):
+                element = {**_TENSOR_NULLS, **described, "position": position, "shape": element_shape, "element": k}
+                element.update(_statistics(summary))
+                yield _tensor_values(element)
+                position += 1
 
 
 def graph_op_row(file_id: int, op: GraphOp) -> tuple:
