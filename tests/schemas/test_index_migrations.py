@@ -243,3 +243,12 @@ def test_float_flags_keep_the_bits_the_release_wrote_by_field_name(root):
     assert row[columns.TENSORS.position("float_flags")] == flags
     read = row_summary(row)
     assert math.isnan(read.min) and math.copysign(1, read.max) < 0 and math.copysign(1, read.l2norm) < 0
+
+
+def test_every_summary_statistic_has_its_column_and_every_statistic_column_its_field():
+    """A statistic added to `Summary` without its column (or the reverse) would be dropped by the index."""
+    from dataclasses import fields
+
+    from tcmp.schemas.dump_records import Summary
+
+    assert [c.statistic for c in columns.STATISTICS] == [f.name for f in fields(Summary)]
