@@ -1,5 +1,6 @@
-"""The SQLite index of a watched dump tree: its schema (`schema`), how rows encode tcmp's records (`codec`), the
-daemon's batched writes (`writer`) and the reader API (`reader`).
+"""The SQLite index of a watched dump tree: its tables and columns, declared once (`columns`), their creation and
+migration (`schema`), how rows encode tcmp's records (`codec`), the daemon's batched writes (`writer`) and the
+reader API (`reader`).
 
 One index per watched root (`<root>/.tcmp/index.sqlite`, or one shared `--db`). The daemon is its only writer;
 `tcmp compare` and `tcmp status` read it while the daemon writes (WAL: readers and the writer never block each
@@ -16,16 +17,16 @@ other). Tables:
 - `roots`, `commits`, `daemon_state`: the watched roots (so a moved tree still resolves), one row per committed
   batch (rates, and the commit a deletion followed), and the daemon's last heartbeat for `tcmp status`.
 
-The schema version is `PRAGMA user_version`. Tables are created with sqlite-utils; the hot batched writes use
-sqlite3's executemany directly (several times faster per row). SQLite stores NaN as NULL, so float columns that
-held NaN (or -0.0, which it stores as 0.0) are flagged in `float_flags`.
+The schema version is `PRAGMA user_version`; the first writer to open an older index migrates it (an ALTER TABLE
+step per version, in one transaction). The hot batched writes use sqlite3's executemany directly. SQLite stores
+NaN as NULL, so float columns that held NaN (or -0.0, which it stores as 0.0) are flagged in `float_flags`, at
+bits each column declares.
 """
 
+from tcmp.schemas.index.columns import SCHEMA_VERSION, SLICES_AND_ELEMENTS_VERSION
 from tcmp.schemas.index.reader import IndexedFile, IndexedProblem, IndexReader, IndexStatus, KnownFile, open_index
 from tcmp.schemas.index.schema import (
     INDEX_FILE,
-    SCHEMA_VERSION,
-    SLICES_AND_ELEMENTS_VERSION,
     FileKey,
     FileState,
     IndexDamaged,

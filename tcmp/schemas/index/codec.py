@@ -7,6 +7,7 @@ import enum
 import functools
 import json
 import math
+import operator
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Optional, Union
@@ -16,7 +17,8 @@ from tcmp.schemas.dump_tree import DumpFile, FileKind, GraphFile
 from tcmp.schemas.fx_dump import FxFileName, parse_fx_file_name
 from tcmp.schemas.ge_names import GeFileName, hashed_stem, parse_ge_file_name, resolve_ge_file_name
 from tcmp.schemas.graph import GraphOp
-from tcmp.schemas.index.schema import FileKey, FileState
+from tcmp.schemas.index.columns import STATISTICS, TENSORS
+from tcmp.schemas.index.schema import FILE_COLUMNS, TENSOR_COLUMNS, FileKey, FileState
 
 
 def _shape_text(shape: Optional[tuple[int, ...]]) -> Optional[str]:
@@ -30,7 +32,6 @@ def _shape_of(text: Optional[str]) -> Optional[tuple[int, ...]]:
     return tuple(int(d) for d in text.split(",")) if text else ()
 
 
-_FLOAT_FIELDS = ("min", "max", "mean", "l2norm")
 # Enum(value) costs ~2 µs; reading 300k rows makes that seconds. Plain dict lookups instead.
 SIDES = {m.value: m for m in Side}
 KINDS = {m.value: m for m in FileKind}
@@ -38,32 +39,41 @@ STATES = {m.value: m for m in FileState}
 _IOS = {m.value: m for m in IO}
 _TENSOR_KINDS = {m.value: m for m in TensorKind}
 
+# A row is written from its values by column name, in the order of the table's declaration (NULL for a column
+# not given); read back by the positions of the names in that order.
+_FILE_NULLS = dict.fromkeys(FILE_COLUMNS)
+_file_values = operator.itemgetter(*FILE_COLUMNS)
+_TENSOR_NULLS = dict.fromkeys(TENSOR_COLUMNS)
+_tensor_values = operator.itemgetter(*TENSOR_COLUMNS)
+_T = {name: TENSORS.position(name) for name in TENSOR_COLUMNS}
+_TENSOR_DESCRIPTION = operator.itemgetter(
+    *(_T[c] for c in ("io", "io_index", "io_sub_index", "kind", "dtype", "shape", "device_format", "device_shape"))
+)
+_HAS_SUMMARY, _FLOAT_FLAGS, _NOTES, _ELEMENT = _T["has_summary"], _T["float_flags"], _T["notes"], _T["element"]
+_ORIGINAL_OP, _ORIGINAL_OP_INDEX = _T["original_op"], _T["original_op_index"]
+# (Summary field, position in a row, NaN mask, -0.0 mask) of each statistic
+_STATISTICS_AT = tuple(
+    (c.statistic, _T[c.name], *((1 << c.flags.nan_bit, 1 << c.flags.negative_zero_bit) if c.flags else (0, 0)))
+    for c in STATISTICS
+)
 
-_NEGATIVE_ZERO_BIT = len(_FLOAT_FIELDS)  # bits 0-3: the field was NaN; bits 4-7: it was -0.0
 
-
-def _floats(summary: Summary) -> tuple[tuple[Optional[float], ...], int]:
-    """The four float fields for SQLite and the flags of what SQLite would lose: NaN (stored as NULL) and the
-    sign of a zero (stored as 0.0)."""
-    values: list[Optional[float]] = []
+def _statistics(summary: Summary) -> dict:
+    """The statistics columns of a summary and its float_flags: what SQLite would lose of a float statistic, NaN
+    (stored as NULL) and the sign of a zero (stored as 0.0), is flagged at the bits its column declares."""
+    values: dict = {"has_summary": 1}
     flags = 0
-    for bit, name in enumerate(_FLOAT_FIELDS):
-        value = getattr(summary, name)
-        if value is not None and math.isnan(value):
-            flags |= 1 << bit
-            value = None
-        elif value == 0.0 and math.copysign(1.0, value) < 0:
-            flags |= 1 << (bit + _NEGATIVE_ZERO_BIT)
-        values.append(value)
-    return tuple(values), flags
-
-
-def _float_field(value: Optional[float], flags: int, bit: int) -> Optional[float]:
-    if flags & (1 << bit):
-        return math.nan
-    if flags & (1 << (bit + _NEGATIVE_ZERO_BIT)):
-        return -0.0
-    return value
+    for column in STATISTICS:
+        value = getattr(summary, column.statistic)  # type: ignore[arg-type]
+        if column.flags is not None and value is not None:
+            if math.isnan(value):
+                flags |= 1 << column.flags.nan_bit
+                value = None
+            elif value == 0.0 and math.copysign(1.0, value) < 0:
+                flags |= 1 << column.flags.negative_zero_bit
+        values[column.name] = value
+    values["float_flags"] = flags
+    return values
 
 
 def json_or_none(items: Sequence[str]) -> Optional[str]:
@@ -82,25 +92,6 @@ def _enum_value(value: Optional[enum.Enum]) -> Optional[str]:
     return None if value is None else value.value
 
 
-def _dump_file_columns(file: DumpFile) -> tuple:
-    return (
-        file.side.value,
-        file.kind.value,
-        file.rank,
-        file.token,
-        file.model,
-        file.run,
-        file.device,
-        file.model_id,
-        file.op_type,
-        file.op_name,
-    )
-
-
-def _fx_columns(file: DumpFile) -> tuple:
-    return (_enum_value(file.io), file.index, getattr(file.name, "sub_index", None))
-
-
 def file_row(
     path: Path,
     key: Optional[FileKey],
@@ -117,63 +108,53 @@ def file_row(
     now_ns: int,
     ffts_attr: Optional[str] = None,
 ) -> tuple:
+    values = dict(_FILE_NULLS, path=str(path))
     if isinstance(located, DumpFile):
-        described = (*_dump_file_columns(located), header_op_name, *_fx_columns(located), _text(located.timestamp))
+        values.update(
+            side=located.side.value, kind=located.kind.value, rank=located.rank, token=located.token,
+            model=located.model, run=located.run, device=located.device, model_id=located.model_id,
+            op_type=located.op_type, op_name=located.op_name, header_op_name=header_op_name,
+            io=_enum_value(located.io), io_index=located.index, io_sub_index=getattr(located.name, "sub_index", None),
+            timestamp=_text(located.timestamp),
+        )  # fmt: skip
     elif isinstance(located, GraphFile):
-        described = (Side.GRAPH.value, FileKind.GRAPH.value, located.name.rank) + (None,) * 12
-    else:
-        described = (None,) * 15
-    inode, size, mtime_ns, dev = (key.inode, key.size, key.mtime_ns, key.dev) if key is not None else (None,) * 4
-    return (
-        str(path),
-        inode,
-        size,
-        mtime_ns,
-        *described,
-        _text(dump_time),
-        mapped_name,
-        state.value,
-        error,
-        1,
-        int(summarized),
-        int(raw_deleted),
-        size if summarized else None,
-        seq,
-        now_ns,
-        dev,
-        ffts_attr,
-    )
-
-
-def _numbers(summary: Optional[Summary]) -> tuple:
-    if summary is None:
-        return (0, None, None, None, None, None, None, None, None, 0)
-    (low, high, mean, l2), flags = _floats(summary)
-    return (1, summary.numel, low, high, mean, l2, summary.nan_count, summary.inf_count, summary.crc32, flags)
+        values.update(side=Side.GRAPH.value, kind=FileKind.GRAPH.value, rank=located.name.rank)
+    if key is not None:
+        values.update(inode=key.inode, size=key.size, mtime_ns=key.mtime_ns, dev=key.dev)
+    values.update(
+        dump_time=_text(dump_time), mapped_name=mapped_name, state=state.value, error=error, attempts=1,
+        summaries=int(summarized), raw_deleted=int(raw_deleted), bytes=key.size if summarized and key else None,
+        commit_seq=seq, indexed_ns=now_ns, ffts_attr=ffts_attr,
+    )  # fmt: skip
+    return _file_values(values)
 
 
 def tensor_rows(file_id: int, tensors: Sequence[TensorSummary]) -> Iterator[tuple]:
     """A row per tensor, each followed by a row per element of it (`TensorSummary.elements`, column `element`)."""
     position = 0
     for tensor in tensors:
-        described = (tensor.io.value, tensor.index, tensor.sub_index, tensor.kind.value, tensor.dtype)
-        yield (
-            file_id,
-            position,
-            *described,
-            _shape_text(tensor.shape),
-            tensor.device_format,
-            _shape_text(tensor.device_shape),
-            *_numbers(tensor.summary),
-            json_or_none(tensor.notes),
-            *(tensor.original_op if tensor.original_op is not None else (None, None)),
-            None,
-        )
+        own = {
+            **_TENSOR_NULLS, "file_id": file_id, "position": position, "io": tensor.io.value,
+            "io_index": tensor.index, "io_sub_index": tensor.sub_index, "kind": tensor.kind.value,
+            "dtype": tensor.dtype, "shape": _shape_text(tensor.shape), "device_format": tensor.device_format,
+            "device_shape": _shape_text(tensor.device_shape), "has_summary": 0, "float_flags": 0,
+            "notes": json_or_none(tensor.notes),
+        }  # fmt: skip
+        if tensor.summary is not None:
+            own.update(_statistics(tensor.summary))
+        if tensor.original_op is not None:
+            own["original_op"], own["original_op_index"] = tensor.original_op
+        yield _tensor_values(own)
         position += 1
-        element_shape = _shape_text(tensor.shape[1:]) if tensor.shape else None
-        for k, summary in enumerate(tensor.elements):
-            yield (file_id, position, *described, element_shape, None, None, *_numbers(summary), None, None, None, k)
-            position += 1
+        if tensor.elements:
+            # an element row: the tensor's description, the element's shape and numbers, nothing else
+            described = {name: own[name] for name in ("file_id", "io", "io_index", "io_sub_index", "kind", "dtype")}
+            element_shape = _shape_text(tensor.shape[1:]) if tensor.shape else None
+            for k, summary in enumerate(tensor.elements):
+                element = {**_TENSOR_NULLS, **described, "position": position, "shape": element_shape, "element": k}
+                element.update(_statistics(summary))
+                yield _tensor_values(element)
+                position += 1
 
 
 def graph_op_row(file_id: int, op: GraphOp) -> tuple:
@@ -183,29 +164,28 @@ def graph_op_row(file_id: int, op: GraphOp) -> tuple:
 
 def row_summary(row: tuple) -> Optional[Summary]:
     """The numbers of a tensors row (a tensor's, or one element's)."""
-    has_summary, numel, low, high, mean, l2, nan_count, inf_count, crc32, flags = row[10:20]
-    if not has_summary:
+    if not row[_HAS_SUMMARY]:
         return None
-    return Summary(
-        numel=numel,
-        min=_float_field(low, flags, 0),
-        max=_float_field(high, flags, 1),
-        mean=_float_field(mean, flags, 2),
-        l2norm=_float_field(l2, flags, 3),
-        nan_count=nan_count,
-        inf_count=inf_count,
-        crc32=crc32,
-    )
+    flags = row[_FLOAT_FLAGS]
+    fields = {}
+    for field, at, nan_mask, negative_zero_mask in _STATISTICS_AT:
+        value = row[at]
+        if flags & nan_mask:
+            value = math.nan
+        elif flags & negative_zero_mask:
+            value = -0.0
+        fields[field] = value
+    return Summary(**fields)
 
 
 def row_element(row: tuple) -> Optional[int]:
     """Which element of the tensor before it a tensors row summarizes; None for a tensor's own row."""
-    return row[23]
+    return row[_ELEMENT]
 
 
 def tensor_summary(row: tuple) -> TensorSummary:
-    io, index, sub_index, kind, dtype, shape, device_format, device_shape = row[2:10]
-    notes, original_op, original_op_index = row[20:23]
+    io, index, sub_index, kind, dtype, shape, device_format, device_shape = _TENSOR_DESCRIPTION(row)
+    notes, original_op = row[_NOTES], row[_ORIGINAL_OP]
     return TensorSummary(
         io=_IOS[io],
         index=index,
@@ -217,7 +197,7 @@ def tensor_summary(row: tuple) -> TensorSummary:
         device_format=device_format,
         device_shape=_shape_of(device_shape),
         notes=tuple(json.loads(notes)) if notes else (),
-        original_op=(original_op, original_op_index) if original_op is not None else None,
+        original_op=(original_op, row[_ORIGINAL_OP_INDEX]) if original_op is not None else None,
     )
 
 
@@ -229,7 +209,7 @@ def graph_op(row: tuple) -> GraphOp:
 def rebuild_dump_file(path: Path, side: Side, kind: FileKind, mapped_name: Optional[str], placed: tuple) -> DumpFile:
     """A DumpFile from its row: the name is parsed again (cheap, and exactly what locate parsed), everything the
     directories said comes from the columns, `placed` = (rank, token, model, run, device, model_id, op_type,
-    op_name) as selected by FILES_SELECT."""
+    op_name) as selected by `files_select`."""
     rank, token, model, run, device, model_id, op_type, op_name = placed
     name = path.name
     if side is Side.FX:

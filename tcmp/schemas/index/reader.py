@@ -29,16 +29,14 @@ from tcmp.schemas.index.codec import (
     row_summary,
     tensor_summary,
 )
+from tcmp.schemas.index.columns import FILES, OLDEST_READABLE_VERSION, SCHEMA_VERSION, TENSORS
 from tcmp.schemas.index.schema import (
-    FILES_SELECT,
     INDEX_FILE,
-    OLDEST_READABLE_VERSION,
-    SCHEMA_VERSION,
-    SLICES_AND_ELEMENTS_VERSION,
     FileKey,
     FileState,
     IndexUnusable,
     connect,
+    files_select,
     find_index,
     prefix_range,
     rows_in,
@@ -124,8 +122,7 @@ class IndexReader:
             if self.schema_version == 0:  # the schema is created in one transaction, just after the file
                 raise IndexUnusable(f"{path}: an empty index (a daemon starting right now creates its tables)")
             raise IndexUnusable(f"{path}: index schema {self.schema_version}, this tcmp reads {SCHEMA_VERSION}")
-        self._dev = "dev" if self.schema_version >= 3 else "NULL"  # before schema 3 no files.dev
-        self._files_select = FILES_SELECT.format(dev=self._dev)
+        self._files_select = files_select(self.schema_version)
         self._stored_root, self._actual_root = self._relocation()
         self._directories: dict[str, Path] = {}
 
@@ -250,7 +247,7 @@ class IndexReader:
         by_id: dict[int, list[TensorSummary]] = {f.id: [] for f in files}
         elements: dict[tuple[int, int], list[Summary]] = {}  # (file id, position in by_id's list) -> elements
         query = (
-            f"SELECT {', '.join(tensor_columns(self.schema_version))} FROM tensors WHERE file_id IN ({{placeholders}}) "
+            f"SELECT {tensor_columns(self.schema_version)} FROM tensors WHERE file_id IN ({{placeholders}}) "
             "ORDER BY file_id, position"
         )
         for row in rows_in(self.conn, query, list(by_id)):
@@ -264,7 +261,7 @@ class IndexReader:
         for (file_id, position), items in elements.items():
             by_id[file_id][position] = replace(by_id[file_id][position], elements=tuple(items))
         slicing: dict[int, str] = {}
-        if self.schema_version >= SLICES_AND_ELEMENTS_VERSION:
+        if FILES.has("ffts_attr", self.schema_version):
             query = "SELECT id, ffts_attr FROM files WHERE ffts_attr IS NOT NULL AND id IN ({placeholders})"
             slicing = dict(rows_in(self.conn, query, list(by_id)))
         return tuple(
@@ -323,7 +320,8 @@ class IndexReader:
     def lookup(self, paths: Sequence[str]) -> tuple[KnownFile, ...]:
         """What the index holds for these (stored) paths; paths it does not know are left out."""
         found: list[KnownFile] = []
-        columns = f"path, inode, size, mtime_ns, state, raw_deleted, summaries, {self._dev}"
+        selected = ("path", "inode", "size", "mtime_ns", "state", "raw_deleted", "summaries", "dev")
+        columns = FILES.select_list(selected, self.schema_version)
         query = f"SELECT {columns} FROM files WHERE path IN ({{placeholders}})"
         for path, inode, size, mtime_ns, state, raw_deleted, summaries, dev in rows_in(self.conn, query, paths):
             key = FileKey(inode, size, mtime_ns, dev) if inode is not None else None
@@ -343,8 +341,7 @@ class IndexReader:
             if state == FileState.SUMMARIZED.value:
                 bytes_read = int(size or 0)
         graphs = self.conn.execute("SELECT count(*) FROM graphs").fetchone()[0]
-        with_elements = self.schema_version >= SLICES_AND_ELEMENTS_VERSION
-        own_rows = " WHERE element IS NULL" if with_elements else ""  # not the elements' rows
+        own_rows = " WHERE element IS NULL" if TENSORS.has("element", self.schema_version) else ""  # no elements
         tensors = self.conn.execute(f"SELECT count(*) FROM tensors{own_rows}").fetchone()[0]
         freed = self.conn.execute("SELECT sum(size) FROM files WHERE raw_deleted = 1").fetchone()[0] or 0
         files_minute, bytes_minute = self.committed_since(time.time_ns() - 60_000_000_000)

@@ -1,4 +1,5 @@
-"""The index's tables (created with sqlite-utils), its version, where an index lives, and how it is opened."""
+"""Creating and migrating the index (its tables are declared in `columns`), where an index lives, and how it is
+opened."""
 
 from __future__ import annotations
 
@@ -12,14 +13,11 @@ from typing import Optional, Union
 from urllib.parse import quote
 
 from tcmp.schemas.dump_tree import INDEX_DIR
+from tcmp.schemas.index.columns import FILES, SCHEMA_VERSION, TENSORS, create_statements, migration
 
-# 2: tensors.original_op / original_op_index (a GE output's `original_op`); 3: files.dev (st_dev of the file read);
-# 4: files.ffts_attr (an FFTS+ slice file's slicing attribute, to merge slices' summaries as raw slices merge) and
-# tensors.element (rows summarizing one element of an FX output that may stack a list). An index of an earlier
-# version is read as it is (the missing columns NULL: not recorded; its FFTS+ ops then compared by their first
-# slice, its stacked elements listed by design) and upgraded in place by the first writer that opens it (UPGRADES).
-SCHEMA_VERSION = 4
-SLICES_AND_ELEMENTS_VERSION = 4  # the version that added files.ffts_attr and tensors.element
+# An index of an earlier version is read as it is (the missing columns NULL: not recorded; its FFTS+ ops then
+# compared by their first slice, its stacked elements listed by design) and migrated in place by the first writer
+# that opens it (`migrate_schema`); one of a later version is refused by both.
 INDEX_FILE = "index.sqlite"
 BUSY_TIMEOUT_S = 10.0  # readers
 WRITER_BUSY_TIMEOUT_S = 5.0  # the daemon retries a locked index itself, and says so in its log
@@ -104,162 +102,24 @@ class FileKey:
 
 def create_schema(conn: sqlite3.Connection) -> None:
     """Every table, index and the version in one transaction, so a reader never sees a half-created index."""
-    import sqlite_utils  # 130 ms to import: only writers create schemas
-
-    db = sqlite_utils.Database(conn)
-
-    def table(name: str, columns: dict, **options) -> None:
-        # sqlite-utils writes the statement, the connection runs it: its `Table.create` commits (`with conn:` in
-        # 3.x, the last line on Python 3.9), which would publish the schema table by table
-        conn.execute(db.create_table_sql(name, columns, if_not_exists=True, **options))
-
     conn.execute("BEGIN IMMEDIATE")
-    table("roots", {"path": str, "added_ns": int}, pk="path")
-    table(
-        "files",
-        {
-            "id": int,
-            "path": str,
-            "inode": int,
-            "size": int,
-            "mtime_ns": int,
-            "side": str,
-            "kind": str,
-            "rank": int,
-            "token": int,
-            "model": str,
-            "run": str,
-            "device": int,
-            "model_id": int,
-            "op_type": str,
-            "op_name": str,
-            "header_op_name": str,
-            "io": str,
-            "io_index": int,
-            "io_sub_index": int,
-            "timestamp": str,  # FX timestamps have 20 digits: beyond SQLite's int64
-            "dump_time": str,
-            "mapped_name": str,
-            "state": str,
-            "error": str,
-            "attempts": int,
-            "summaries": int,
-            "raw_deleted": int,
-            "bytes": int,
-            "commit_seq": int,
-            "indexed_ns": int,
-            "dev": int,
-            "ffts_attr": str,
-        },
-        pk="id",
-        not_null=["path", "state", "attempts", "summaries", "raw_deleted", "indexed_ns"],
-        defaults={"attempts": 0, "summaries": 0, "raw_deleted": 0},
-    )
-    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS files_path ON files(path)")
-    table(
-        "tensors",
-        {
-            "file_id": int,
-            "position": int,
-            "io": str,
-            "io_index": int,
-            "io_sub_index": int,
-            "kind": str,
-            "dtype": str,
-            "shape": str,
-            "device_format": str,
-            "device_shape": str,
-            "has_summary": int,
-            "numel": int,
-            "min": float,
-            "max": float,
-            "mean": float,
-            "l2norm": float,
-            "nan_count": int,
-            "inf_count": int,
-            "crc32": int,
-            "float_flags": int,
-            "notes": str,
-            "original_op": str,
-            "original_op_index": int,
-            "element": int,
-        },
-        pk=("file_id", "position"),
-        foreign_keys=[("file_id", "files", "id")],
-        not_null=["io", "io_index", "kind", "has_summary", "float_flags"],
-        defaults={"float_flags": 0},
-    )
-    table(
-        "graphs",
-        {"file_id": int, "name": str, "warnings": str, "op_count": int},
-        pk="file_id",
-        foreign_keys=[("file_id", "files", "id")],
-    )
-    table(
-        "graph_ops",
-        {
-            "file_id": int,
-            "op_order": int,
-            "name": str,
-            "type": str,
-            "inputs": str,
-            "control_inputs": str,
-            "outputs": str,
-            "original_op_names": str,
-            "stack_info": str,
-        },
-        pk=("file_id", "op_order"),
-        foreign_keys=[("file_id", "files", "id")],
-        not_null=["name", "type", "inputs", "control_inputs", "outputs", "original_op_names"],
-    )
-    table(
-        "commits",
-        {"seq": int, "committed_ns": int, "files": int, "bytes": int, "raw_deleted": int, "raw_deleted_bytes": int},
-        pk="seq",
-    )
-    table(
-        "daemon_state",
-        {
-            "id": int,
-            "pid": int,
-            "host": str,
-            "started_ns": int,
-            "heartbeat_ns": int,
-            "stopped_ns": int,
-            "roots": str,
-            "queued": int,
-            "in_flight": int,
-            "pending": int,
-        },
-        pk="id",
-    )
-    # status lists problems; a partial index keeps that cheap without slowing the common (summarized) writes
-    conn.execute("CREATE INDEX IF NOT EXISTS files_problems ON files(state, indexed_ns) WHERE state != 'summarized'")
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    try:
+        for statement in create_statements():
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        conn.rollback()
+        raise
     conn.commit()
 
 
-# What each version added, as statements that bring an index of the version before up to it.
-UPGRADES = {
-    2: (
-        "ALTER TABLE tensors ADD COLUMN original_op TEXT",
-        "ALTER TABLE tensors ADD COLUMN original_op_index INTEGER",
-    ),
-    3: ("ALTER TABLE files ADD COLUMN dev INTEGER",),
-    SLICES_AND_ELEMENTS_VERSION: (
-        "ALTER TABLE files ADD COLUMN ffts_attr TEXT",
-        "ALTER TABLE tensors ADD COLUMN element INTEGER",
-    ),
-}
-OLDEST_READABLE_VERSION = 1
-
-
-def upgrade_schema(conn: sqlite3.Connection, version: int) -> None:
-    """Bring an index of `version` up to SCHEMA_VERSION in one transaction (readers see it before or after)."""
+def migrate_schema(conn: sqlite3.Connection, version: int) -> None:
+    """Bring an index of `version` up to SCHEMA_VERSION, step by step, in one transaction (readers see it before
+    or after); a failing step leaves the file as it was."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         for step in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in UPGRADES[step]:
+            for statement in migration(step):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
@@ -268,13 +128,10 @@ def upgrade_schema(conn: sqlite3.Connection, version: int) -> None:
     conn.commit()
 
 
-def tensor_columns(version: int) -> tuple[str, ...]:
-    """The columns to select from the tensors table of an index of `version`, in TENSOR_COLUMNS order: NULL for
+def tensor_columns(version: int) -> str:
+    """Every column of the tensors table as a SELECT list for an index of `version`, in TENSORS order: NULL for
     those it does not have."""
-    missing = {"original_op", "original_op_index"} if version < 2 else set()
-    if version < SLICES_AND_ELEMENTS_VERSION:
-        missing.add("element")
-    return tuple("NULL" if c in missing else c for c in TENSOR_COLUMNS)
+    return TENSORS.select_list(TENSORS.names, version)
 
 
 def schema_version_of(conn: sqlite3.Connection) -> int:
@@ -315,19 +172,15 @@ def prefix_range(directory: str) -> tuple[str, str]:
     return directory + "/", directory + "0"
 
 
-FILE_COLUMNS = (
-    "path", "inode", "size", "mtime_ns", "side", "kind", "rank", "token", "model", "run", "device", "model_id",
-    "op_type", "op_name", "header_op_name", "io", "io_index", "io_sub_index", "timestamp", "dump_time",
-    "mapped_name", "state", "error", "attempts", "summaries", "raw_deleted", "bytes", "commit_seq", "indexed_ns",
-    "dev",
-    "ffts_attr",
+FILE_COLUMNS = FILES.names[1:]  # what the writer writes: every column but the row id
+TENSOR_COLUMNS = TENSORS.names
+# what the reader selects of a files row (IndexReader._indexed_file unpacks it)
+FILES_SELECTED = (
+    "id", "path", "inode", "size", "mtime_ns", "side", "kind", "rank", "token", "model", "run", "device",
+    "model_id", "op_type", "op_name", "header_op_name", "state", "error", "raw_deleted", "dump_time",
+    "mapped_name", "indexed_ns", "dev",
 )  # fmt: skip
-TENSOR_COLUMNS = (
-    "file_id", "position", "io", "io_index", "io_sub_index", "kind", "dtype", "shape", "device_format",
-    "device_shape", "has_summary", "numel", "min", "max", "mean", "l2norm", "nan_count", "inf_count", "crc32",
-    "float_flags", "notes", "original_op", "original_op_index", "element",
-)  # fmt: skip
-FILES_SELECT = (
-    "SELECT id, path, inode, size, mtime_ns, side, kind, rank, token, model, run, device, model_id, op_type, "
-    "op_name, header_op_name, state, error, raw_deleted, dump_time, mapped_name, indexed_ns, {dev} FROM files"
-)
+
+
+def files_select(version: int) -> str:
+    return f"SELECT {FILES.select_list(FILES_SELECTED, version)} FROM files"

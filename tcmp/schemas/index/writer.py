@@ -17,9 +17,9 @@ from tcmp.schemas.dump_records import FileSummary
 from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS, DumpFile, GraphFile
 from tcmp.schemas.graph import Graph
 from tcmp.schemas.index.codec import file_row, graph_op_row, json_or_none, tensor_rows
+from tcmp.schemas.index.columns import GRAPH_OPS, SCHEMA_VERSION
 from tcmp.schemas.index.schema import (
     FILE_COLUMNS,
-    SCHEMA_VERSION,
     TENSOR_COLUMNS,
     WRITER_BUSY_TIMEOUT_S,
     FileKey,
@@ -28,12 +28,12 @@ from tcmp.schemas.index.schema import (
     IndexUnusable,
     connect,
     create_schema,
+    migrate_schema,
     prefix_range,
     rows_in,
     schema_version_of,
     unusable_because,
     unwritable_reason,
-    upgrade_schema,
 )
 
 _ABANDONED: list[sqlite3.Connection] = []  # connections to an index that became unwritable (see IndexWriter.close)
@@ -123,8 +123,7 @@ _UPSERT_FILE = (
 )
 _INSERT_TENSOR = f"INSERT INTO tensors ({', '.join(TENSOR_COLUMNS)}) VALUES ({', '.join('?' * len(TENSOR_COLUMNS))})"
 _INSERT_GRAPH_OP = (
-    "INSERT INTO graph_ops (file_id, op_order, name, type, inputs, control_inputs, outputs, original_op_names, "
-    "stack_info) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO graph_ops ({', '.join(GRAPH_OPS.names)}) VALUES ({', '.join('?' * len(GRAPH_OPS.names))})"
 )
 
 
@@ -152,7 +151,7 @@ class IndexWriter:
             if version == 0:
                 create_schema(self.conn)
             elif version < SCHEMA_VERSION:
-                upgrade_schema(self.conn, version)
+                migrate_schema(self.conn, version)
             self.conn.isolation_level = None  # explicit BEGIN IMMEDIATE / COMMIT from here on
             row = self.conn.execute("SELECT max(seq) FROM commits").fetchone()
         except sqlite3.Error as exc:
