@@ -40,13 +40,14 @@ from typing import Optional
 
 from tcmp.daemon.examine import Failed, GraphParsed, NotReady, Skipped, Summarized, Vanished, WorkerPool, WorkResult
 from tcmp.daemon.inbox import Committed, FsEvent, IndexState, Message, Reconcile, RootPresence, StopDispatch
+from tcmp.daemon.index_slots import RootIndex
 from tcmp.daemon.pending import BACKOFF_FIRST_S, BACKOFF_MAX_S, Pending, PendingFiles, given_up_reason
 from tcmp.daemon.retention import Deleter, Deletion, RetentionPolicy
 from tcmp.daemon.roots import WatchedRoot, WatchedRoots
 from tcmp.daemon.scan import DirectoryListing
 from tcmp.daemon.threads import OwnThread
 from tcmp.daemon.work import BatchDone, Origin, Queued, WorkQueue
-from tcmp.daemon.writer_thread import IndexWriterThread, RootIndex
+from tcmp.daemon.writer_thread import IndexWriterThread
 from tcmp.schemas.dump_tree import FileKind, classify_name
 from tcmp.schemas.index import FileKey, FileState, ForgetRow, IndexRecord, KnownFile, ProblemRow, RawFlagRow
 from tcmp.schemas.under_root import PATH_MAX, LeftTheRoot, lstat_under, path_too_long

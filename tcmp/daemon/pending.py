@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Optional
 
-from tcmp.daemon.writer_thread import RootIndex
+from tcmp.daemon.index_slots import RootIndex
 from tcmp.schemas.dump_tree import FileKind
 from tcmp.schemas.index import FileKey
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from tcmp.daemon.index_slots import RootIndex
 from tcmp.daemon.scan import DirectoryListing, Listed, TreeScanner
 from tcmp.daemon.wording import counted
-from tcmp.daemon.writer_thread import RootIndex
 from tcmp.schemas.index import IndexReader, IndexUnusable, KnownFile, open_index
 from tcmp.schemas.index.schema import unwritable_reason
 from tcmp.schemas.under_root import LeftTheRoot

@@ -27,12 +27,13 @@ from typing import Optional
 
 from tcmp.daemon.dispatch import Dispatcher, DispatchSettings
 from tcmp.daemon.examine import WorkerPool
+from tcmp.daemon.index_slots import IndexProblem, RootIndex
 from tcmp.daemon.index_trust import WatchRefused
 from tcmp.daemon.inotify import Watcher
 from tcmp.daemon.retention import Deleter, RetentionPolicy, format_size
 from tcmp.daemon.trees import TreeClaim, claim_trees
 from tcmp.daemon.wording import counted
-from tcmp.daemon.writer_thread import IndexProblem, IndexWriterThread, RootIndex
+from tcmp.daemon.writer_thread import IndexWriterThread
 from tcmp.schemas.host import default_watch_workers
 from tcmp.schemas.index import daemon_state_now, default_index_path
 

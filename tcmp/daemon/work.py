@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from tcmp.daemon.examine import WorkerPool, WorkResult
-from tcmp.daemon.writer_thread import RootIndex
+from tcmp.daemon.index_slots import RootIndex
 from tcmp.schemas.dump_tree import FileKind
 
 log = logging.getLogger(__name__)

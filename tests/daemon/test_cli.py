@@ -81,8 +81,8 @@ def test_watch_exit_codes_follow_the_table():
     from dataclasses import replace
     from pathlib import Path
 
+    from tcmp.daemon.index_slots import IndexProblem
     from tcmp.daemon.service import RunReport
-    from tcmp.daemon.writer_thread import IndexProblem
 
     done = RunReport(summarized=2, failed=0, incomplete=1, given_up=0, deleted_files=0, deleted_bytes=0,
                      committed_bytes=0, uncommitted=0)  # fmt: skip
