@@ -12,6 +12,7 @@ from typing import Optional, Union
 from urllib.parse import quote
 
 from tcmp.schemas.dump_tree import INDEX_DIR
+from tcmp.schemas.errors import TcmpError
 
 # 2: tensors.original_op / original_op_index (a GE output's `original_op`); 3: files.dev (st_dev of the file read);
 # 4: files.ffts_attr (an FFTS+ slice file's slicing attribute, to merge slices' summaries as raw slices merge) and
@@ -34,7 +35,7 @@ def rows_in(conn: sqlite3.Connection, query: str, values: Sequence) -> Iterator[
         yield from conn.execute(query.format(placeholders=", ".join("?" * len(chunk))), chunk)
 
 
-class IndexUnusable(Exception):
+class IndexUnusable(TcmpError):
     """The index cannot be used: missing, written by a newer tcmp, or not writable."""
 
 
