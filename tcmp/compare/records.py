@@ -10,14 +10,11 @@ from typing import Optional
 from tcmp.compare.rules.cast_check import CastCheck
 from tcmp.schemas.dump_records import IO, TensorSummary
 from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS, DumpFile, FileKind
+from tcmp.schemas.errors import TcmpError
 
 
-class CompareError(Exception):
+class CompareError(TcmpError):
     """A compare that cannot run: one clear line for the user. `usage` marks a mistake in the command line."""
-
-    def __init__(self, message: str, usage: bool = False) -> None:
-        super().__init__(message)
-        self.usage = usage
 
 
 class UnmatchedKind(str, enum.Enum):

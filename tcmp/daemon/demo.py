@@ -25,6 +25,7 @@ from typing import Callable, Optional
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report.outcome import CompareOptions, CompareResult
 from tcmp.daemon.status import read_status
+from tcmp.schemas.errors import TcmpError
 from tcmp.schemas.index import IndexStatus, IndexUnusable, default_index_path
 from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
@@ -41,13 +42,9 @@ START_TIMEOUT_S = 60.0
 INDEX_TIMEOUT_S = 120.0
 
 
-class DemoError(RuntimeError):
+class DemoError(TcmpError):
     """The demo could not run (the directory is in use, the daemon did not start or finish). `usage`: the directory
     given is not one the demo can have."""
-
-    def __init__(self, message: str, usage: bool = False) -> None:
-        super().__init__(message)
-        self.usage = usage
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from tcmp.schemas.dump_tree import INDEX_DIR
+from tcmp.schemas.errors import TcmpError
 
 DIRECTORY_MODE = 0o755  # others read the index (tcmp status, tcmp compare); nobody else writes it
 FILE_MODE = 0o644
@@ -27,7 +28,7 @@ _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
-class WatchRefused(Exception):
+class WatchRefused(TcmpError):
     """`tcmp watch` will not start on this: its message is the one line the user gets (exit code 3)."""
 
 

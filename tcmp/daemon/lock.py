@@ -59,6 +59,9 @@ class IndexBusy(WatchRefused):
         self.index = index
         self.holder = holder
 
+    def line(self) -> str:
+        return f"{self}; one writer per index: stop it first, or give this one another --db"
+
 
 def _read_holder(fd: int) -> LockHolder:
     try:

@@ -1,9 +1,24 @@
-"""Typed errors of the readers. Each carries the path and a message a user can act on."""
+"""Typed errors of the readers, and the base of every error tcmp tells its user. Each carries a message a user can
+act on (the readers': with the path)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional, Union
+
+
+class TcmpError(Exception):
+    """An error that stops a tcmp command with one line for its user (`line`): a mistake in the command line when
+    `usage` (an option, or a path that is not what it must be: exit code 2), else the command could not run (3).
+    The command line maps every one to its exit code in one place (tcmp/cli/errors.py)."""
+
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+    def line(self) -> str:
+        """The one line the user gets: the message, and what to do about it where the class knows."""
+        return str(self)
 
 
 class DumpError(Exception):

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from tcmp.compare.collect.inputs import CompareInputs, GoldenKind
+from tcmp.compare.execute.executor import UnitDone
 from tcmp.compare.execute.run import collect_inputs, directory_items, orphans_batch, summary_only_dirs
-from tcmp.compare.execute.units import Unit, UnitResult, plan_bindings
+from tcmp.compare.execute.units import Unit, plan_bindings
 from tcmp.compare.records import CompareError, Role, Unmatched
-from tcmp.compare.report.outcome import CompareOptions, UnmatchedBatch
+from tcmp.compare.report.outcome import CompareOptions
 
 
 @dataclass(frozen=True)
@@ -117,14 +118,6 @@ def rank_units(inputs: CompareInputs, rank: Optional[int]) -> tuple[list[Unit], 
     return plan_bindings(tuple(b for b in inputs.bindings if b.rank == rank), inputs)
 
 
-@dataclass(frozen=True)
-class RemoteUnitResult:
-    """What a unit task sends back: the unit's result, and the unmatched items a local compare lists after it."""
-
-    result: UnitResult
-    after: UnmatchedBatch
-
-
 @dataclass
 class _NodePlan:
     """A compare's trees as this node sees them, and each rank's units planned from them once."""
@@ -150,10 +143,9 @@ def bindings_of(options: CompareOptions, compare_id: str, rank: Optional[int]) -
     return tuple(b for b in _node_plan(options, compare_id).inputs.bindings if b.rank == rank)
 
 
-def compare_remote_unit(
-    options: CompareOptions, compare_id: str, rank: Optional[int], number: int, job
-) -> RemoteUnitResult:
-    """Unit `number` of `rank` (in compare order) of compare `compare_id`, compared on this node."""
+def compare_remote_unit(options: CompareOptions, compare_id: str, rank: Optional[int], number: int, job) -> UnitDone:
+    """Unit `number` of `rank` (in compare order) of compare `compare_id`, compared on this node, with the
+    unmatched items a local compare lists after it."""
     from tcmp.compare.execute.pairs import compare_unit
 
     plan = _node_plan(options, compare_id)
@@ -161,7 +153,7 @@ def compare_remote_unit(
     if number >= len(units):
         raise CompareError(f"rank {rank}: this node sees {len(units)} units, not unit {number + 1}: dump changed?")
     result = compare_unit(units[number], job.mode, job.thresholds, job.keep_rows)
-    return RemoteUnitResult(result, orphans_batch(orphans_after.get(number, ()), plan.inputs, job.keep_rows))
+    return UnitDone(result, orphans_batch(orphans_after.get(number, ()), plan.inputs, job.keep_rows))
 
 
 @dataclass(frozen=True)

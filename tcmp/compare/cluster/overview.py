@@ -11,16 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from tcmp.compare.execute.executor import NotCompared
 from tcmp.compare.report.outcome import CompareResult, Divergence, RankResult
 from tcmp.schemas.files import write_atomically
-
-
-@dataclass(frozen=True)
-class NotCompared:
-    """A rank the cluster compare could not do, and why (naming the nodes)."""
-
-    rank: Optional[int]
-    why: str
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,13 @@ import tcmp
 from tcmp.compare.cluster.inventory import (
     ClusterPlan,
     NodeInventory,
-    RemoteUnitResult,
     bindings_of,
     compare_remote_unit,
     node_name,
     take_inventory,
 )
 from tcmp.compare.collect.inputs import Binding
-from tcmp.compare.execute.executor import UnitJob
+from tcmp.compare.execute.executor import NotCompared, UnitDone, UnitJob
 from tcmp.compare.execute.progress import REPORT_INTERVAL_S, ProgressTracker
 from tcmp.compare.records import CompareError
 from tcmp.compare.report.outcome import CompareOptions
@@ -213,7 +212,10 @@ class RayExecutor:
     """Units as Ray tasks, each pinned to a node holding its rank (the least busy of them), at most two per CPU of
     a node in flight, results handed out in unit order within each rank (ranks interleave), a rank's units at
     most the cluster's capacity ahead of the one it waits for. A rank whose last
-    holder dies is lost: its units are no longer handed out, and `lost` says which nodes it went with."""
+    holder dies is lost: its units are no longer handed out, and `lost` says which nodes it went with. Its units
+    report no progress before they are done (`progress_queue` None)."""
+
+    progress_queue = None
 
     def __init__(self, plan: ClusterPlan, nodes: Sequence[Node], options: CompareOptions) -> None:
         self.options, self.compare_id = options, plan.compare_id
@@ -230,9 +232,18 @@ class RayExecutor:
         self.ran: dict[str, int] = {}  # units compared, by node id
         self.idle = tuple(p.rank for p in plan.ranks if not self.holders[p.rank])  # held by no node with CPUs
 
+    @property
+    def unfinished(self) -> tuple[NotCompared, ...]:
+        """The ranks held by no node with CPUs, then those lost with their nodes."""
+        idle = [NotCompared(rank, "only nodes without CPUs for Ray tasks hold it") for rank in self.idle]
+        lost = [NotCompared(gone.rank, f"node {', '.join(gone.nodes)} died with {gone.units_done} of its "
+                                       f"{gone.units} units done and no other node holds it")
+                for gone in self.lost.values()]  # fmt: skip
+        return (*idle, *lost)
+
     def run(
         self, units: Sequence[RemoteUnit], job: UnitJob, tracker: ProgressTracker
-    ) -> Iterator[tuple[int, RemoteUnitResult]]:
+    ) -> Iterator[tuple[int, UnitDone]]:
         ray = import_ray()
         task = remote(compare_remote_unit, num_cpus=1)
         self.pending: dict[Optional[int], list[int]] = {}
@@ -241,7 +252,7 @@ class RayExecutor:
         self.first = {rank: numbers[0] for rank, numbers in self.pending.items()}
         self.end = {rank: numbers[-1] + 1 for rank, numbers in self.pending.items()}
         self.next_out = dict(self.first)  # the next unit each rank hands out
-        ready: dict[int, RemoteUnitResult] = {}
+        ready: dict[int, UnitDone] = {}
         in_flight: dict[object, tuple[int, str]] = {}  # ref -> (unit number, node id)
         busy: dict[str, int] = dict.fromkeys(self.capacity, 0)
         crashes: dict[int, int] = {}

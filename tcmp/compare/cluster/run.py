@@ -1,6 +1,7 @@
-"""`tcmp compare --cluster`: the driver. Every alive node's inventory, one place per rank, the units as Ray tasks
-(cluster.RayExecutor), their rows streamed into the same report files a local compare writes (accumulate.py), and
-the cluster summary. A rank that could not be finished gets no report files; the result says so."""
+"""`tcmp compare --cluster`: every alive node's inventory, one place per rank, the units as Ray tasks
+(ray_executor.RayExecutor) run by the one driver (execute/driver.py), which streams their rows into the same report
+files a local compare writes; then the cluster summary and page. A rank that could not be finished gets no report
+files; the result says so."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Optional
 
 import tcmp
 from tcmp.compare.cluster.inventory import check_versions, plan_cluster
-from tcmp.compare.cluster.overview import NotCompared, cluster_summary, write_cluster_summary
+from tcmp.compare.cluster.overview import cluster_summary, write_cluster_summary
 from tcmp.compare.cluster.page import cluster_page_html, write_cluster_page
 from tcmp.compare.cluster.ray_executor import (
     RayExecutor,
@@ -21,10 +22,9 @@ from tcmp.compare.cluster.ray_executor import (
     rank_bindings,
     take_inventories,
 )
-from tcmp.compare.execute.accumulate import ResultStream
-from tcmp.compare.execute.executor import UnitJob
-from tcmp.compare.execute.progress import ProgressCallback, ProgressTracker
-from tcmp.compare.execute.run import add_directory_items, compiled_loop_note, resolve_mode
+from tcmp.compare.execute.driver import PlannedCompare, drive
+from tcmp.compare.execute.executor import NotCompared
+from tcmp.compare.execute.progress import ProgressCallback
 from tcmp.compare.records import CompareError
 from tcmp.compare.report.outcome import CompareOptions, CompareResult
 from tcmp.compare.report.writers import PREFIX
@@ -68,45 +68,24 @@ def run_cluster_compare(
             raise CompareError(f"--cluster {address}: no alive node answered")
         check_versions(inventories, tcmp.__version__, code_hash())
         plan = plan_cluster(inventories, compare_id)
-        mode, reason = resolve_mode(options.mode, plan.summary_only_dirs, plan.dirs)
         units = [RemoteUnit(place.rank, k) for place in plan.ranks for k in range(place.units)]
         bindings = rank_bindings(options, plan) if html and output_dir is not None else ()
-        ranks = tuple(p.rank for p in plan.ranks)
-        stream = ResultStream(ranks, output_dir, mode, highlight, keep_rows, html, bindings)
-        try:
-            add_directory_items(stream, plan.directory_items, keep_rows)
-            executor = RayExecutor(plan, nodes, options)
-            tracker = ProgressTracker(len(units), progress)
-            for number, remote_result in executor.run(units, UnitJob(mode, options.thresholds, keep_rows), tracker):
-                rank = units[number].rank
-                stream.add_unit(rank, remote_result.result)
-                stream.add_unmatched(rank, remote_result.after)
-                del remote_result
-            not_compared = [NotCompared(None, why) for why in plan.uncompared]
-            for rank in executor.idle:
-                stream.discard(rank)
-                not_compared.append(NotCompared(rank, "only nodes without CPUs for Ray tasks hold it"))
-            for lost in executor.lost.values():
-                stream.discard(lost.rank)
-                not_compared.append(NotCompared(lost.rank, f"node {', '.join(lost.nodes)} died with {lost.units_done} "
-                                                           f"of its {lost.units} units done and no other node "
-                                                           "holds it"))  # fmt: skip
-            notes = plan.notes + compiled_loop_note(mode)
-            result = CompareResult(options, plan.golden_kind, mode, reason, stream.rank_results(), notes,
-                                   plan.golden_fused)  # fmt: skip
-            result = stream.finish(result)
-        except BaseException:
-            stream.abort()
-            raise
+        planned = PlannedCompare(tuple(p.rank for p in plan.ranks), plan.golden_kind, plan.golden_fused, plan.notes,
+                                 plan.directory_items, bindings, plan.summary_only_dirs, plan.dirs)  # fmt: skip
+        executor = RayExecutor(plan, nodes, options)
+        done = drive(planned, units, executor, options, output_dir, highlight=highlight, progress=progress,
+                     keep_rows=keep_rows, html=html)  # fmt: skip
+    result = done.result
+    not_compared = (*(NotCompared(None, why) for why in plan.uncompared), *done.unfinished)
     placed = {p.rank: [plan.names.get(n, n) for n in p.nodes] for p in plan.ranks}
     lost = tuple(executor.names.get(n, n) for n in executor.dead)
     summary = cluster_summary(result, placed, not_compared, lost)
     path = page = None
-    if output_dir is not None and stream.reports is not None:
-        path = write_cluster_summary(Path(output_dir), f"{PREFIX}_{stream.reports.stamp}", summary)
+    if output_dir is not None and done.report_stamp is not None:
+        path = write_cluster_summary(Path(output_dir), f"{PREFIX}_{done.report_stamp}", summary)
         if html:
             text = cluster_page_html(result, placed, not_compared, lost, Path(output_dir))
             page = write_cluster_page(Path(output_dir), path, text)
     names = tuple(inv.name for inv in inventories)
     ran = tuple((executor.names.get(n, n), count) for n, count in executor.ran.items())
-    return ClusterCompare(result, tuple(not_compared), summary, path, names, lost, executor.retried, ran, page)
+    return ClusterCompare(result, not_compared, summary, path, names, lost, executor.retried, ran, page)

@@ -14,15 +14,16 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from tcmp.compare.execute.executor import UnitJob
+from tcmp.compare.execute.executor import NotCompared, UnitDone, UnitJob
 from tcmp.compare.execute.pairs import Compared, compare_pairs, compare_unit, headers_of, split, unit_result
 from tcmp.compare.execute.progress import REPORT_INTERVAL_S, ProgressTracker, init_worker, worker_report
 from tcmp.compare.execute.units import Unit, UnitResult, plan_unit
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.verdict import Thresholds
 from tcmp.compare.records import Pair
+from tcmp.compare.report.outcome import UnmatchedBatch
 from tcmp.schemas.ge_dump import GeDump
 from tcmp.schemas.host import die_with_parent, one_blas_thread
 
@@ -113,12 +114,28 @@ def split_tokens(units: int, processes: int) -> bool:
 
 
 class LocalPool:
-    """The units in this process and, given `workers`, in them too (`jobs` processes in all)."""
+    """The units in this process and, given `workers`, in them too (`jobs` processes in all). `listed_after(n)`:
+    the unmatched items the report lists after unit number `n` (made here, where the units were planned)."""
 
-    def __init__(self, workers: Optional[Workers], jobs: int) -> None:
-        self.workers, self.jobs = workers, jobs
+    def __init__(self, workers: Optional[Workers], jobs: int, listed_after: Callable[[int], UnmatchedBatch]) -> None:
+        self.workers, self.jobs, self.listed_after = workers, jobs, listed_after
 
-    def run(self, units: Sequence[Unit], job: UnitJob, tracker: ProgressTracker) -> Iterator[tuple[int, UnitResult]]:
+    @property
+    def progress_queue(self) -> Optional[multiprocessing.queues.Queue]:
+        return self.workers.progress if self.workers is not None else None
+
+    @property
+    def unfinished(self) -> tuple[NotCompared, ...]:
+        return ()  # a unit that cannot run here ends the compare with its exception
+
+    def run(self, units: Sequence[Unit], job: UnitJob, tracker: ProgressTracker) -> Iterator[tuple[int, UnitDone]]:
+        for number, result in self._results(units, job, tracker):
+            yield number, UnitDone(result, self.listed_after(number))
+            del result
+
+    def _results(
+        self, units: Sequence[Unit], job: UnitJob, tracker: ProgressTracker
+    ) -> Iterator[tuple[int, UnitResult]]:
         """Unit results in unit order. With workers, each keeps one unit in hand and the main process takes the
         next unit nobody has; results wait (a few units at most) until those before them are out. With far fewer
         units than processes, each unit in turn is split over all of them (`_compare_split`)."""

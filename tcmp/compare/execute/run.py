@@ -1,6 +1,6 @@
-"""`tcmp compare --mode torchair`: collect both dumps, plan a unit per token of each graph and rank, run the units
-(executor.py: on the local pool here, on Ray with `--cluster`), and stream their rows into the reports
-(accumulate.py), finding where accuracy is first lost."""
+"""`tcmp compare --mode torchair`: collect both dumps, plan a unit per token of each graph and rank, and run the
+units on the local pool through the driver (driver.py, which `--cluster` runs on Ray), which streams their rows
+into the reports, finding where accuracy is first lost."""
 
 from __future__ import annotations
 
@@ -9,48 +9,20 @@ from pathlib import Path
 from typing import Optional
 
 from tcmp.compare.collect.inputs import CompareInputs, collect
-from tcmp.compare.execute.accumulate import ResultStream
-from tcmp.compare.execute.executor import UnitExecutor, UnitJob
+from tcmp.compare.execute.driver import PlannedCompare, drive
 from tcmp.compare.execute.local_pool import LocalPool, Workers, compare_workers
-from tcmp.compare.execute.progress import ProgressCallback, ProgressTracker
-from tcmp.compare.execute.units import Unit, out_of_scope, plan_bindings
-from tcmp.compare.judge.metrics import Mode, fused_loop_built
+from tcmp.compare.execute.progress import ProgressCallback
+from tcmp.compare.execute.units import out_of_scope, plan_bindings
 from tcmp.compare.records import Role, Unmatched
-from tcmp.compare.report.outcome import (
-    CompareOptions,
-    CompareResult,
-    DataMode,
-    UnmatchedBatch,
-)
+from tcmp.compare.report.outcome import CompareOptions, CompareResult, UnmatchedBatch
 from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS
-
-
-def resolve_mode(mode: DataMode, summary_only: int, dirs: int) -> tuple[Mode, str]:
-    """`auto` is decided from the directories: tensor mode when every compared file holds raw tensors
-    (`summary_only` of the `dirs` compared directories hold summaries only)."""
-    if mode is not DataMode.AUTO:
-        return Mode(mode.value), f"--data-mode {mode.value}"
-    if summary_only == 0:
-        return Mode.TENSOR, "auto: every compared file holds raw tensors"
-    return Mode.STATISTICS, (
-        f"auto: {summary_only} of {dirs} dump directories hold files with summaries only (stats CSV, min/max "
-        "files or the tcmp index)"
-    )
 
 
 def summary_only_dirs(inputs: CompareInputs) -> tuple[int, int]:
     """(directories holding summaries only, directories) over the compared directories of `inputs`."""
     dirs = [d for b in inputs.bindings for d in (*b.target_dirs, *b.golden_dirs)]
     return sum(1 for d in dirs if d.indexed or not d.kinds <= RAW_TENSOR_KINDS), len(dirs)
-
-
-def compiled_loop_note(mode: Mode) -> tuple[str, ...]:
-    if mode is Mode.TENSOR and not fused_loop_built():
-        return (
-            "compiled pair loop tcmp.summaries.compiled not built (no C compiler at install): numpy metrics, slower",
-        )
-    return ()
 
 
 def run_compare(
@@ -87,26 +59,17 @@ def _run(
     html: bool = True,
 ) -> tuple[CompareResult, CompareInputs]:
     inputs = collect_inputs(options)
-    mode, reason = resolve_mode(options.mode, *summary_only_dirs(inputs))
     units, orphans_after = plan_bindings(inputs.bindings, inputs)
-    stream = ResultStream(inputs.ranks, output_dir, mode, highlight, keep_rows, html, inputs.bindings)
-    try:
-        add_directory_items(stream, directory_items(inputs), keep_rows)
-        tracker = ProgressTracker(len(units), progress, workers.progress if workers is not None else None)
-        executor: UnitExecutor[Unit] = LocalPool(workers, options.jobs)
-        for number, result in executor.run(units, UnitJob(mode, options.thresholds, keep_rows), tracker):
-            unit = units[number]
-            stream.add_unit(unit.rank, result)
-            stream.add_unmatched(unit.rank, orphans_batch(orphans_after.get(number, ()), inputs, keep_rows))
-            del result  # written out: not kept alive while the next unit is compared
-        notes = inputs.notes + compiled_loop_note(mode)
-        ranks = stream.rank_results()
-        result = CompareResult(options, inputs.golden_kind, mode, reason, ranks, notes, inputs.golden_fused)
-        result = stream.finish(result)
-    except BaseException:
-        stream.abort()
-        raise
-    return result, inputs
+    planned = PlannedCompare(inputs.ranks, inputs.golden_kind, inputs.golden_fused, inputs.notes,
+                             directory_items(inputs), inputs.bindings, *summary_only_dirs(inputs))  # fmt: skip
+
+    def listed_after(number: int) -> UnmatchedBatch:
+        return orphans_batch(orphans_after.get(number, ()), inputs, keep_rows)
+
+    executor = LocalPool(workers, options.jobs, listed_after)
+    done = drive(planned, units, executor, options, output_dir, highlight=highlight, progress=progress,
+                 keep_rows=keep_rows, html=html)  # fmt: skip
+    return done.result, inputs
 
 
 def collect_inputs(options: CompareOptions) -> CompareInputs:
@@ -125,12 +88,6 @@ def directory_items(inputs: CompareInputs) -> tuple[Unmatched, ...]:
         source = inputs.target if role is Role.TARGET else inputs.golden
         items += out_of_scope(role, d, source, "golden file of a rank, run or graph that is not compared")
     return tuple(items)
-
-
-def add_directory_items(stream: ResultStream, items: Sequence[Unmatched], keep_rows: bool) -> None:
-    """`directory_items`, each into its rank's report (of a rank not compared: the first rank's)."""
-    for u in items:
-        stream.add_unmatched(u.rank, UnmatchedBatch.of([u], keep_rows))
 
 
 def orphans_batch(orphans: Sequence[DumpDir], inputs: CompareInputs, keep_rows: bool) -> UnmatchedBatch:

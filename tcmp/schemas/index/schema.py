@@ -13,6 +13,7 @@ from typing import Optional, Union
 from urllib.parse import quote
 
 from tcmp.schemas.dump_tree import INDEX_DIR
+from tcmp.schemas.errors import TcmpError
 from tcmp.schemas.index.columns import FILES, SCHEMA_VERSION, TENSORS, create_statements, migration
 
 # An index of an earlier version is read as it is (the missing columns NULL: not recorded; its FFTS+ ops then
@@ -32,7 +33,7 @@ def rows_in(conn: sqlite3.Connection, query: str, values: Sequence) -> Iterator[
         yield from conn.execute(query.format(placeholders=", ".join("?" * len(chunk))), chunk)
 
 
-class IndexUnusable(Exception):
+class IndexUnusable(TcmpError):
     """The index cannot be used: missing, written by a newer tcmp, or not writable."""
 
 

@@ -1,25 +1,21 @@
-"""The `tcmp` command line: option parsing, progress and exit codes around one library call per command.
-
-Exit codes (the README's table): 0 done, 1 the command ran but found failures (dump files that could not be read,
-rows that FAIL with `--fail-on-diff`), 2 usage error (an option, or a path that is not what it must be), 3 runtime
-error (one line, no traceback unless `--verbose`). A reader that closes stdout early (`| head`) changes nothing but
-what is printed.
+"""The `tcmp` commands: each a thin wrapper over one library call, its options parsed, its progress shown; their
+errors end in exit codes in errors.py, their output goes through output.py. A reader that closes stdout early
+(`| head`) changes nothing but what is printed.
 """
 
-import enum
 import logging
-import os
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from tcmp import __version__
+from tcmp.cli.errors import EXIT_FAILURES, EXIT_USAGE, TcmpTyper, fail, internal_error, verbose_given
+from tcmp.cli.options import CompareMode, cluster_option, positive, with_cluster_address
+from tcmp.cli.output import err, log_format, out, progress_display, timestamped_log
 from tcmp.schemas.display import DataFormatter, escape
 from tcmp.schemas.host import default_compare_jobs, default_watch_workers, one_blas_thread
 
@@ -34,16 +30,12 @@ def _set_verbose(verbose: bool) -> bool:
     return verbose
 
 
-def _verbose() -> bool:
-    return logging.getLogger().isEnabledFor(logging.DEBUG)
-
-
 # Every command takes it after its name too, where users type it (`tcmp compare … -v`).
 _VERBOSE_HELP = "Log details and show tracebacks."
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", callback=_set_verbose, is_eager=True, help=_VERBOSE_HELP)]
 
 
-app = typer.Typer(
+app = TcmpTyper(
     name="tcmp",
     help="torchair accuracy compare: read GE/FX dumps without CANN, summarize them while they are written, "
     "and compare a GE graph-mode dump against its golden.",
@@ -56,32 +48,6 @@ app = typer.Typer(
 )
 
 
-class _Stdout(Console):
-    """stdout, which a reader may close early (`tcmp compare … | head`): the rest of the output is dropped, and the
-    command ends as it would have (its reports written, its exit code its own), where rich would exit 1 — the code
-    that means "failures found"."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # what is still buffered, and the interpreter's last flush, go nowhere
-        os.close(devnull)
-
-
-err = Console(stderr=True)
-out = _Stdout(highlight=False, soft_wrap=True)
-
-EXIT_FAILURES, EXIT_USAGE, EXIT_RUNTIME = 1, 2, 3
-
-
-def _fail(message: str, code: int = EXIT_RUNTIME) -> typer.Exit:
-    """One line on stderr (after the traceback of the error being handled, with --verbose), and the exit."""
-    if _verbose() and sys.exc_info()[0] is not None:
-        traceback.print_exc(file=sys.stderr)
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # one line, taken literally
-    return typer.Exit(code)
-
-
 def _check_writable(directory: Path, what: str) -> None:
     """Fail before any work when the output directory cannot be created or written (not after an hour)."""
     from tcmp.schemas.files import check_writable
@@ -89,50 +55,7 @@ def _check_writable(directory: Path, what: str) -> None:
     try:
         check_writable(directory)
     except OSError as exc:
-        raise _fail(f"cannot write {what} {directory}: {exc.strerror or exc}") from None
-
-
-def _os_error_line(exc: OSError) -> str:
-    from tcmp.schemas.files import WriteError
-
-    if isinstance(exc, WriteError):  # a report, page or cache file: named, with what became of the others
-        return f"cannot write {exc.filename}: {exc.strerror}"
-    return f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")
-
-
-def _progress(percent: bool = False):
-    """A progress display on stderr: done/total (files), or with `percent` a percentage (a compare's units, which
-    report the share of their pairs compared as they go)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TaskProgressColumn() if percent else MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,  # a log file gets no bar (and no blank line where it was)
-    )
-
-
-def _cluster_option(what: str):
-    """`--cluster [ADDRESS]`: alone it means `auto` (the cluster this machine belongs to: `main` fills it in);
-    TCMP_CLUSTER is the default."""
-    return typer.Option(
-        "--cluster",
-        envvar="TCMP_CLUSTER",
-        show_envvar=True,
-        help=f"On a running Ray cluster: {what}. ADDRESS: auto (default), ray://host:port, host:port, or local "
-        "(starts a Ray on this machine, for trying it). Needs tcmp[cluster].",
-    )
+        raise fail(f"cannot write {what} {directory}: {exc.strerror or exc}") from None
 
 
 def _print_version(version: bool) -> None:
@@ -149,7 +72,7 @@ def _main(
     ] = False,
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr)
-    _log_format(DataFormatter("%(levelname)s %(name)s: %(message)s"))
+    log_format(DataFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.getLogger().setLevel(logging.DEBUG if verbose else logging.WARNING)  # basicConfig only sets it once
     app.pretty_exceptions_enable = verbose
 
@@ -178,10 +101,10 @@ def parse(
     from tcmp.schemas.parse import find_dump_files, parse_file
 
     if not info and output_path is None:
-        raise _fail("give --output_path DIR to convert, or --info to describe", EXIT_USAGE)
+        raise fail("give --output_path DIR to convert, or --info to describe", EXIT_USAGE)
     files = list(find_dump_files(paths))
     if not files:  # a path without a dump: the same mistake, and code, as in compare
-        raise _fail("no GE dump files under " + ", ".join(map(str, paths)), EXIT_USAGE)
+        raise fail("no GE dump files under " + ", ".join(map(str, paths)), EXIT_USAGE)
     target = output_path
     output = None
     if target is not None:
@@ -189,15 +112,15 @@ def parse(
         try:
             output = Directory(target)
         except OSError as exc:
-            raise _fail(f"cannot write to {target}: {exc.strerror or exc}") from None
+            raise fail(f"cannot write to {target}: {exc.strerror or exc}") from None
     failed = 0
-    with _progress() as progress:
+    with progress_display() as progress:
         task = progress.add_task("parsing", total=len(files))
         for path in files:
             try:
                 result = parse_file(path, output, force=force)
             except OutputExistsError as exc:
-                raise _fail(f"{exc.path} exists: not replaced (give --force to replace it)", EXIT_USAGE) from None
+                raise fail(f"{exc.path} exists: not replaced (give --force to replace it)", EXIT_USAGE) from None
             progress.advance(task)
             if result.error:
                 failed += 1
@@ -213,16 +136,6 @@ def parse(
         err.print(f"{len(files) - failed} of {len(files)} files converted into {target}", highlight=False)
     if failed:
         raise typer.Exit(EXIT_FAILURES)
-
-
-class CompareMode(str, enum.Enum):
-    torchair = "torchair"
-
-
-def _positive(value: float) -> float:
-    if not value > 0:  # `MaxRelativeErr < 0` can never hold: every row would FAIL
-        raise typer.BadParameter(f"{value} is not > 0")
-    return value
 
 
 @app.command()
@@ -275,23 +188,22 @@ def compare(
     ] = None,
     cosine: Annotated[float, typer.Option(min=-1.0, max=1.0, help="PASS needs Cosine >= this.")] = 0.99,
     max_rel_err: Annotated[
-        float, typer.Option(callback=_positive, help="PASS needs MaxRelativeErr < this (> 0).")
+        float, typer.Option(callback=positive, help="PASS needs MaxRelativeErr < this (> 0).")
     ] = 0.01,
     stats_rel_err: Annotated[float, typer.Option(min=0.0, help="Statistics PASS: relative errors <= this.")] = 0.01,
-    cluster: Annotated[Optional[str], _cluster_option("compare each rank on the Ray node that holds its files")] = None,
+    cluster: Annotated[Optional[str], cluster_option("compare each rank on the Ray node that holds its files")] = None,
     verbose: Verbose = False,
 ) -> None:
     """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
     from tcmp.compare.execute.run import compare_workers, run_compare
     from tcmp.compare.judge.verdict import Thresholds
-    from tcmp.compare.records import CompareError
     from tcmp.compare.report.console import print_plan, print_summary
     from tcmp.compare.report.outcome import CompareOptions, DataMode
 
     try:
         chosen = DataMode(data_mode)
     except ValueError:
-        raise _fail(f"--data-mode must be one of {', '.join(m.value for m in DataMode)}", EXIT_USAGE) from None
+        raise fail(f"--data-mode must be one of {', '.join(m.value for m in DataMode)}", EXIT_USAGE) from None
     _check_writable(output_path, "reports to")
     thresholds = Thresholds(cosine=cosine, max_relative_err=max_rel_err, stats_relative_err=stats_rel_err)
     options = CompareOptions(
@@ -301,24 +213,19 @@ def compare(
     if cluster:
         return _compare_on_cluster(options, cluster, output_path, highlight, fail_on_diff, not no_html)
     started = time.monotonic()
-    try:
-        with (
-            compare_workers(jobs) as workers,
-            _progress(percent=True) as progress,
-        ):  # forked before the progress thread starts
-            task = progress.add_task("comparing", total=None)
+    with (
+        compare_workers(jobs) as workers,
+        progress_display(percent=True) as progress,
+    ):  # forked before the progress thread starts
+        task = progress.add_task("comparing", total=None)
 
-            def advance(done: float, total: int) -> None:
-                progress.update(task, completed=done, total=total)
+        def advance(done: float, total: int) -> None:
+            progress.update(task, completed=done, total=total)
 
-            result, inputs = run_compare(
-                options, output_path, highlight=highlight, progress=advance, workers=workers, html=not no_html
-            )
-    except CompareError as exc:
-        raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
-    except OSError as exc:
-        raise _fail(_os_error_line(exc)) from None
-    if _verbose():  # what was compared with what, and how long it took
+        result, inputs = run_compare(
+            options, output_path, highlight=highlight, progress=advance, workers=workers, html=not no_html
+        )
+    if verbose_given():  # what was compared with what, and how long it took
         print_plan(err, inputs, time.monotonic() - started, jobs)
     print_summary(out, result)
     if result.unreadable or (fail_on_diff and result.failed):
@@ -330,21 +237,15 @@ def _compare_on_cluster(
 ) -> None:
     from tcmp.compare.cluster.overview import cluster_lines
     from tcmp.compare.cluster.run import run_cluster_compare
-    from tcmp.compare.records import CompareError
     from tcmp.compare.report.console import print_summary
 
-    try:
-        with _progress(percent=True) as progress:
-            task = progress.add_task("comparing on the cluster", total=None)
+    with progress_display(percent=True) as progress:
+        task = progress.add_task("comparing on the cluster", total=None)
 
-            def advance(done: float, total: int) -> None:
-                progress.update(task, completed=done, total=total)
+        def advance(done: float, total: int) -> None:
+            progress.update(task, completed=done, total=total)
 
-            done = run_cluster_compare(options, address, output_path, highlight=highlight, progress=advance, html=html)
-    except CompareError as exc:
-        raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
-    except OSError as exc:
-        raise _fail(_os_error_line(exc)) from None
+        done = run_cluster_compare(options, address, output_path, highlight=highlight, progress=advance, html=html)
     print_summary(out, done.result)
     for line in cluster_lines(done.result, done.summary):
         out.print(escape(line), highlight=False)
@@ -354,7 +255,7 @@ def _compare_on_cluster(
         out.print(f"cluster page: {escape(str(done.page_path))}", highlight=False)
     if not done.complete:
         ranks = ", ".join(str(n.rank) for n in done.not_compared if n.rank is not None)
-        raise _fail(f"cluster compare incomplete: {len(done.not_compared)} not compared"
+        raise fail(f"cluster compare incomplete: {len(done.not_compared)} not compared"
                     + (f" (ranks {ranks}: no report written for them)" if ranks else ""))  # fmt: skip
     if done.result.unreadable or (fail_on_diff and done.result.failed):
         raise typer.Exit(EXIT_FAILURES)
@@ -371,16 +272,13 @@ def demo(
     """The main job on a built-in example: a simulated inference writes a synthetic GE dump (with injected faults)
     and its golden FX dump while `tcmp watch --drop-raw` condenses them; then the compare runs from the index."""
     from tcmp.compare.report.console import print_summary
-    from tcmp.daemon.demo import INCOMPLETE_TIMEOUT_S, DemoError, run_demo
+    from tcmp.daemon.demo import INCOMPLETE_TIMEOUT_S, run_demo
     from tcmp.daemon.retention import format_size
 
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="tcmp-demo-"))
-    try:
-        demo_result = run_demo(
-            root, jobs=jobs, progress=lambda message: err.print(escape(message), highlight=False, soft_wrap=True)
-        )
-    except DemoError as exc:
-        raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
+    demo_result = run_demo(
+        root, jobs=jobs, progress=lambda message: err.print(escape(message), highlight=False, soft_wrap=True)
+    )
     replay, index = demo_result.replay, demo_result.index
     out.print(
         f"simulated inference wrote {replay.files} files ({format_size(replay.bytes)}, {replay.chunks} writes) "
@@ -429,21 +327,20 @@ def watch(
     verbose: Verbose = False,
 ) -> None:
     """Summarize every finished dump file into the index as it appears (a daemon; `--once` for one pass)."""
-    from tcmp.daemon.lock import IndexBusy, WatchRefused
     from tcmp.daemon.retention import RetentionPolicy, parse_size
     from tcmp.daemon.service import WatchConfig, run_watch
 
     if (raw_budget is not None or keep_raw_ops) and not drop_raw:
-        raise _fail("--raw-budget and --keep-raw-ops refine --drop-raw; give --drop-raw too", EXIT_USAGE)
+        raise fail("--raw-budget and --keep-raw-ops refine --drop-raw; give --drop-raw too", EXIT_USAGE)
     try:
         budget = parse_size(raw_budget) if raw_budget is not None else 0
     except ValueError as exc:
-        raise _fail(str(exc), EXIT_USAGE) from None
+        raise fail(str(exc), EXIT_USAGE) from None
     if db is not None and not db.resolve().parent.is_dir():
-        raise _fail(f"--db {db}: directory {db.resolve().parent} does not exist", EXIT_USAGE)
+        raise fail(f"--db {db}: directory {db.resolve().parent} does not exist", EXIT_USAGE)
     verbose = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
     logging.getLogger("tcmp.daemon").setLevel(logging.DEBUG if verbose else logging.INFO)
-    _timestamped_log()
+    timestamped_log()
     policy = RetentionPolicy(drop_raw, budget, tuple(keep_raw_ops or ()))
     config = WatchConfig(
         roots=tuple(directories),
@@ -455,39 +352,14 @@ def watch(
         reconcile_interval=reconcile_interval,
         stall_limit=stall_limit,
     )
-    try:
-        report = run_watch(config)
-    except IndexBusy as exc:
-        raise _fail(f"{exc}; one writer per index: stop it first, or give this one another --db") from None
-    except WatchRefused as exc:
-        raise _fail(str(exc)) from None
+    report = run_watch(config)
     if once:
         err.print(escape(report.summary()), highlight=False)
         if report.failure is not None:
-            raise _fail(report.failure)
+            raise fail(report.failure)
         raise typer.Exit(report.exit_code)
     if report.error is not None:
-        raise _fail(report.error)
-
-
-def _timestamped_log() -> None:
-    """A daemon's log lines say when (journald stamps the lines it receives itself: not twice there)."""
-    stream = os.environ.get("JOURNAL_STREAM", "")
-    try:
-        st = os.fstat(sys.stderr.fileno())
-        to_journal = stream == f"{st.st_dev}:{st.st_ino}"
-    except (OSError, ValueError, AttributeError):  # no real stderr (tests capture it)
-        to_journal = False
-    if to_journal:
-        return
-    _log_format(DataFormatter("%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S"))
-
-
-def _log_format(formatter: logging.Formatter) -> None:
-    """Log lines on stderr in `formatter`'s form: names in them are data (a DataFormatter), never a forged line."""
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stderr, sys.__stderr__):
-            handler.setFormatter(formatter)
+        raise fail(report.error)
 
 
 @app.command()
@@ -496,53 +368,31 @@ def status(
         Optional[Path], typer.Argument(help="A watched root (or a directory inside one); default: the cwd.")
     ] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help="The index file to report on.")] = None,
-    cluster: Annotated[Optional[str], _cluster_option("every node's state, as one table")] = None,
+    cluster: Annotated[Optional[str], cluster_option("every node's state, as one table")] = None,
     verbose: Verbose = False,
 ) -> None:
     """Files indexed, pending and failed, bytes read and freed, rate, and whether the daemon runs."""
     from tcmp.daemon.status import locate_index, status_lines, watch_status
-    from tcmp.schemas.index import IndexUnusable
 
     if cluster:
-        from tcmp.compare.records import CompareError
         from tcmp.daemon.cluster_status import cluster_status, table
 
-        try:
-            rows = cluster_status(cluster, directory, db)
-        except CompareError as exc:
-            raise _fail(str(exc), EXIT_USAGE if exc.usage else EXIT_RUNTIME) from None
+        rows = cluster_status(cluster, directory, db)
         for line in table(rows):
             out.print(escape(line), highlight=False)
         return
 
-    try:
-        lines = status_lines(watch_status(locate_index(directory, db)))
-    except IndexUnusable as exc:
-        raise _fail(str(exc)) from None
+    lines = status_lines(watch_status(locate_index(directory, db)))
     width = max(len(line.label) for line in lines)
     for line in lines:
         out.print(f"{line.label:<{width}}  {escape(str(line.value))}", highlight=False)
 
 
-def with_cluster_address(args: list[str]) -> list[str]:
-    """`--cluster` without an address (last, or before another option) is `--cluster auto`: click has no option
-    whose value may be left out."""
-    found = list(args)
-    for k, arg in enumerate(found):
-        if arg == "--cluster" and (k + 1 == len(found) or found[k + 1].startswith("-")):
-            found.insert(k + 1, "auto")
-            break
-    return found
-
-
 def main() -> None:
-    """The `tcmp` command. Whatever no command foresaw (a bug, an error a library raises) also ends in one line and
-    exit code 3, not in a traceback and exit code 1, which `--fail-on-diff` gives to FAILing rows; `--verbose`
-    shows the traceback."""
+    """The `tcmp` command; what no command foresaw ends as `errors.internal_error` says."""
     try:
         app(args=with_cluster_address(sys.argv[1:]))
     except Exception as exc:
-        if _verbose():
+        if verbose_given():
             raise
-        _fail(f"internal error ({type(exc).__name__}: {exc}); run with --verbose for the traceback")
-        sys.exit(EXIT_RUNTIME)
+        internal_error(exc)
