@@ -1,11 +1,11 @@
 """Dump-tree discovery: every file under a GE or FX dump root, classified by name and located by its path.
 
-GE (spec/dump-formats.md §4.1), under `msprobe_ge_dump/` or `msit_ge_dump/`, optionally below a
+GE (docs/formats.md, "GE dump tree"), under `msprobe_ge_dump/` or `msit_ge_dump/`, optionally below a
 `worldsize{W}_[global_]rank{R}` directory:
 
     {time: 14 digits}/{device}/{model name}/{model id}/{step}/{dump files, mapping.csv}
 
-FX (spec §4.2), four eras:
+FX (docs/formats.md, "FX layout eras"), four eras:
 
     ≥ 2025-08: {root}/worldsize{W}_global_rank{R}/{gm_{ts}_dump | graph_{N}}/{step}/*.npy      steps from 0
     2024-03…2025-05: {root}/[data_dump/]{step}/gm_{ts}_dump/*.npy                               steps from 1

@@ -1,7 +1,7 @@
 """Reader for torchair's FX dump files: `np.save` output named `{node}-{target}.INPUT|OUTPUT.{i}[.{j}].{ts}.npy`.
 
-spec/dump-formats.md §3.2: tensors are plain `.npy` (bf16 already upcast to float32 by torchair); non-tensor args
-go through `np.array(x)`, which gives 0-d numeric arrays, string arrays, or *object* arrays (e.g. for None) whose
+docs/formats.md, "FX file contents": tensors are plain `.npy` (bf16 already upcast to float32 by torchair); non-tensor
+args go through `np.array(x)`, which gives 0-d numeric arrays, string arrays, or *object* arrays (e.g. for None) whose
 payload is a pickle. Object payloads are never unpickled (unpickling runs arbitrary code): `pickle_scan` walks
 their opcodes and describes what they hold.
 """
@@ -51,7 +51,7 @@ PathLike = Union[str, Path]
 # ----------------------------------------------------------------------------------------------------------------
 # File names
 
-MIN_MAX_SUFFIX = "_min_max"  # appendix scheme (§6): `…{ts}_min_max.npy` holds [min, max] of the deleted original
+MIN_MAX_SUFFIX = "_min_max"  # appendix script: `…{ts}_min_max.npy` holds [min, max] of the deleted original
 
 # The node key ("{node}-{target}") contains dots (`aten.mm.default`), so everything is anchored at the end: the
 # greedy key takes all but the *last* `.INPUT.`/`.OUTPUT.` group that is followed by digits up to `.npy`.

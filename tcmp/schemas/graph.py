@@ -1,7 +1,7 @@
 """Reader for graph text files: torchair's `dynamo_*graph*.txt` and GE's own `ge_proto_*.txt` dumps.
 
 The files are protobuf text format of GE IR: `str(GraphDef)` from torchair, a printed `ModelDef` from GE
-(spec/dump-formats.md §3.3, §4.4). tcmp reads them with its own tolerant reader (`graph_text` gives the fields,
+(docs/formats.md, "Graph text files"). tcmp reads them with its own tolerant reader (`graph_text` gives the fields,
 this module what they mean) instead of protobuf's `text_format`, for two reasons:
 
 - protobuf refuses a whole file for one value tcmp never reads: an enum name its schema does not know, an
@@ -14,7 +14,7 @@ this module what they mean) instead of protobuf's `text_format`, for two reasons
 
 On every file protobuf's `text_format` accepts (against `tcmp/schemas/proto/ge_ir.proto`), the records equal those
 protobuf's message gives (tests/schemas/test_graph_reference.py). The peer's line-based parser breaks on strings
-containing `": "` or `" {"` and treats control edges as data inputs (§5.3 items 5, 11); neither happens here.
+containing `": "` or `" {"` and treats control edges as data inputs; neither happens here.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ __all__ = [
     "read_graph",
 ]
 
-# Attribute keys torchair / GE put on ops and output descs (spec §4.4, §5.2).
+# Attribute keys torchair / GE put on ops and output descs (docs/formats.md, "Graph text structure").
 FX_TENSOR_NAME_ATTR = "_fx_tensor_name"
 ORIGINAL_OP_NAMES_ATTR = "_datadump_original_op_names"
 ORIGIN_NAME_ATTR = "_datadump_origin_name"
