@@ -77,7 +77,7 @@ def _shapes(tensor: GeTensor) -> bytes:
 
 
 def nano_dump(path: Path) -> bytes:
-    """The GE dump at `path` as a nano dump (spec/dump-formats.md §1.7): its tensors' dtypes, formats, shapes and
+    """The GE dump at `path` as a nano dump (docs/formats.md, "Nano dumps"): its tensors' dtypes, formats, shapes and
     origin names in a TLV header, then the same payload bytes."""
     dump = read_ge_dump(path)
     with open(path, "rb") as handle:

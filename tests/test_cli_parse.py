@@ -1,7 +1,7 @@
 """`tcmp parse` (issue 2, deliverable 10) through typer's CliRunner and through the library.
 
 Expected values come from the synthetic model's golden values and from numbers chosen to be exactly representable
-in each low-precision dtype (spec §1.5), not from reading the files back with the code under test."""
+in each low-precision dtype (docs/formats.md, "dtypes"), not from reading the files back with the code under test."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_convert_directory(cli, clean, tmp_path):
 
 
 LOW_PRECISION = [
-    # (dtype, device format, values exactly representable in the dtype, spec §1.5)
+    # (dtype, device format, values exactly representable in the dtype, docs/formats.md, "dtypes")
     (DT.DT_BF16, Format.ND, [[1.5, -2.0, 3.140625], [65280.0, -0.0, 2.0**-133]]),
     (DT.DT_FLOAT8_E4M3FN, Format.ND, [0.5, -1.75, 448.0, 2.0**-9, -240.0]),
     (DT.DT_FLOAT8_E5M2, Format.ND, [57344.0, -0.25, 1.5, 2.0**-16, -3.0]),

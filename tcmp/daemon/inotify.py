@@ -1,6 +1,6 @@
 """inotify through watchdog: which events mean "a file may be finished", and knowing when events were lost.
 
-Subscribed events (spec/ecosystem-notes.md §1): `closed` (IN_CLOSE_WRITE, the writer finished), `created` (files
+Subscribed events (watchdog's names): `closed` (IN_CLOSE_WRITE, the writer finished), `created` (files
 written into a new directory before its watch existed reach us only as watchdog's simulated creates; a create
 does not mean complete), `moved` (tmp + rename writers never close the final name) and `attrib` (IN_ATTRIB: copy
 tools such as `cp -a`, `shutil.copytree` and `tar x` set the source's mtime after writing the content, so the
@@ -112,7 +112,7 @@ def _wrap_event_parser() -> bool:
 
 def _patch_watch_repr() -> None:
     """watchdog 7.x formats a bound method's repr, which holds every watched path, into a warning on each
-    `mkdir -p` (O(#watches) per warning, 52 ms at 50k directories; notes §1.8). Cheap repr, warning muted."""
+    `mkdir -p` (O(#watches) per warning, 52 ms at 50k directories). Cheap repr, warning muted."""
     try:
         from watchdog.observers import inotify_c
     except ImportError:

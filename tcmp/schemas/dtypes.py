@@ -1,4 +1,4 @@
-"""GE dump data types (`OutputDataType`, spec dump-formats.md §1.4) and payload decoding (§1.5).
+"""GE dump data types (`OutputDataType`) and payload decoding (docs/formats.md, "dtypes").
 
 GE dump payloads are little-endian. `decode_payload` turns the bytes of one tensor into a flat numpy array
 without copying wherever numpy (or ml_dtypes) has a matching dtype; the rest is decoded with vectorized
@@ -219,7 +219,7 @@ def _lookup(table: np.ndarray) -> _ByteDecoder:
 
 
 def _decode_int4(data: np.ndarray, numel: int) -> np.ndarray:
-    # Low nibble is element 0 (unverified, spec §7.1). Arithmetic right shifts of int8 sign-extend.
+    # Low nibble is element 0 (unverified: docs/formats.md, "dtypes"). Arithmetic right shifts of int8 sign-extend.
     out = np.empty((data.size, 2), dtype=np.int8)
     out[:, 0] = np.left_shift(data, 4).view(np.int8) >> 4
     out[:, 1] = data.view(np.int8) >> 4

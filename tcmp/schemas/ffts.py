@@ -1,4 +1,4 @@
-"""FFTS+ slice files (spec/dump-formats.md §1.8): one op split over threads, one dump file per slice.
+"""FFTS+ slice files (docs/formats.md, "FFTS+ slice files"): one op split over threads, one dump file per slice.
 
 File names carry `.4.{context}.{thread}.{device}` (or `.FFTSPLUS.…` in capture mode); the op name often has
 `_lxslice<N>` (manual mode) or an `…sgt_graph_<k>_` prefix. `DumpData.attr[0].value` is JSON with `threadMode`

@@ -1,7 +1,7 @@
 """GE tensor formats and the conversion of a dumped device layout back to the logical (ND) tensor.
 
-Spec: dump-formats.md §1.4 (format numbers), §1.6 (rebuilding ND) and §2.2 (index math, recommended
-behaviour). Principles:
+See docs/formats.md, "Device formats" (format numbers, rebuilding ND, the index math per
+format). Principles:
 
 * Plain layouts (ND, NCHW, NHWC, HWCN, …) are only reshaped, never transposed or cropped: the dump's format
   field is not a reliable hint of the logical layout, and the peer corrupts NHWC/HWCN by transposing them.
@@ -33,7 +33,7 @@ Shape = tuple[int, ...]
 
 
 class Format(enum.IntEnum):
-    """OutputFormat of dump_task.proto (§1.4) plus the ge::Format primaries 50–54 that can also appear."""
+    """OutputFormat of dump_task.proto plus the ge::Format primaries 50–54 that can also appear."""
 
     NCHW = 0
     NHWC = 1
@@ -152,7 +152,7 @@ class NdTensor:
 
 
 def split_composite_format(code: int) -> tuple[int, int]:
-    """(primary, sub_format) of an in-memory GE format int (§1.4); dump fields are already primary."""
+    """(primary, sub_format) of an in-memory GE format int; dump fields are already primary."""
     return code & 0xFF, (code & 0xFFFF00) >> 8
 
 
@@ -213,7 +213,7 @@ def _geometry_ndc1hwc0(dims: _Dims, c0: int, ni: int) -> _Geometry:
 
 
 def _geometry_fractal_z(dims: _Dims, c0: int, ni: int) -> _Geometry:
-    # (C1*H*W, N1, Ni, C0): element (n, c, h, w) at [(c//C0*H + h)*W + w, n//Ni, n%Ni, c%C0] (§2.2)
+    # (C1*H*W, N1, Ni, C0): element (n, c, h, w) at [(c//C0*H + h)*W + w, n//Ni, n%Ni, c%C0]
     c1, n1 = _ceil(dims.c, c0), _ceil(dims.n, ni)
     return _Geometry(
         (c1 * dims.h * dims.w, n1, ni, c0),
@@ -223,7 +223,7 @@ def _geometry_fractal_z(dims: _Dims, c0: int, ni: int) -> _Geometry:
 
 
 def _geometry_fractal_z_3d(dims: _Dims, c0: int, ni: int) -> _Geometry:
-    # (D*C1*H*W, N1, Ni, C0): element at [((d*C1 + c//C0)*H + h)*W + w, n//Ni, n%Ni, c%C0] (§2.2)
+    # (D*C1*H*W, N1, Ni, C0): element at [((d*C1 + c//C0)*H + h)*W + w, n//Ni, n%Ni, c%C0]
     c1, n1 = _ceil(dims.c, c0), _ceil(dims.n, ni)
     return _Geometry(
         (dims.d * c1 * dims.h * dims.w, n1, ni, c0),
@@ -240,7 +240,7 @@ def _geometry_fractal_z_2d(dims: _Dims, c0: int, ni: int) -> _Geometry:
 
 
 def _geometry_nz(dims: _Dims, c0: int, ni: int) -> _Geometry:
-    # Logical (B, N, C) with B = prod of the batch dims: element at [b, c//C0, n//Ni, n%Ni, c%C0] (§2.2).
+    # Logical (B, N, C) with B = prod of the batch dims: element at [b, c//C0, n//Ni, n%Ni, c%C0].
     c1, n1 = _ceil(dims.c, c0), _ceil(dims.n, ni)
     return _Geometry((dims.b, c1, n1, ni, c0), ("B", "C1", "N", "C0"), (dims.b, c1, n1 * ni, c0))
 
@@ -600,7 +600,7 @@ def _from_nz(flat: np.ndarray, fmt: int, device: Shape, original: Shape) -> NdTe
 
 
 def _from_nz_1d(flat: np.ndarray, fmt: int, device: Shape, original: Shape, batch: int) -> NdTensor:
-    """A 1-D [L] is [1, L] in the spec and in GE's host transfer (TransShapeToFracNz: device (C1, 1, 16, C0)),
+    """A 1-D [L] is [1, L] in GE's host transfer (TransShapeToFracNz: device (C1, 1, 16, C0)),
     but GE's shape inference (TransferShapeUtils::GetNzShapeByAxisValue) makes it [L, 1]: device
     (1, ceil(L/16), 16, C0). The device shape tells them apart unless both are (1, 1, Ni, C0); then the
     reading whose padding is all zeros wins (if both are, they give the same values)."""
@@ -640,7 +640,7 @@ def to_nd(
     device_shape: Sequence[int],
     original_shape: Sequence[int],
 ) -> NdTensor:
-    """Undo the device layout of a decoded dump payload (§2.2 "Recommended tool behaviour").
+    """Undo the device layout of a decoded dump payload (docs/formats.md, "Device formats").
 
     flat: decoded payload, prod(device_shape) elements (any dtype, incl. ml_dtypes). fmt: the dump's format
     (a composite ge::Format int is split into primary and sub-format). sub_format: groups for FRACTAL_Z.

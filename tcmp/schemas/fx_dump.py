@@ -1,7 +1,7 @@
 """Reader for torchair's FX dump files: `np.save` output named `{node}-{target}.INPUT|OUTPUT.{i}[.{j}].{ts}.npy`.
 
-spec/dump-formats.md §3.2: tensors are plain `.npy` (bf16 already upcast to float32 by torchair); non-tensor args
-go through `np.array(x)`, which gives 0-d numeric arrays, string arrays, or *object* arrays (e.g. for None) whose
+docs/formats.md, "FX file contents": tensors are plain `.npy` (bf16 already upcast to float32 by torchair); non-tensor
+args go through `np.array(x)`, which gives 0-d numeric arrays, string arrays, or *object* arrays (e.g. for None) whose
 payload is a pickle. Object payloads are never unpickled (unpickling runs arbitrary code): `pickle_scan` walks
 their opcodes and describes what they hold.
 """

@@ -1,4 +1,4 @@
-"""The GE dump binary file ("big dump" layout, spec/dump-formats.md §1.1–1.6), read without CANN.
+"""The GE dump binary file ("big dump" layout, docs/formats.md, "GE dump files"), read without CANN.
 
     uint64 L | L bytes DumpData protobuf | input payloads | output payloads | buffer payloads | workspace payloads
 

@@ -1,4 +1,4 @@
-"""GE dump file names (spec/dump-formats.md §3.1) and the `mapping.csv` of hashed long names.
+"""GE dump file names (docs/formats.md, "GE file names") and the `mapping.csv` of hashed long names.
 
 Every form is recognised from its tail, so op names with dots (the capture-mode writer does not sanitize them)
 still parse:

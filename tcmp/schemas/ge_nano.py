@@ -1,4 +1,4 @@
-"""Nano dumps (lite SoCs; spec/dump-formats.md §1.7): the same length-prefixed layout with a TLV header.
+"""Nano dumps (lite SoCs; docs/formats.md, "Nano dumps"): the same length-prefixed layout with a TLV header.
 
     uint64 L | uint32 magic 0x5A5A5A5A | uint32 version | TLV(tag 4: inputs) | TLV(tag 5: outputs) | payloads
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-# Attribute keys torchair / GE put on ops and output descs (spec §4.4, §5.2).
+# Attribute keys torchair / GE put on ops and output descs (docs/formats.md, "Graph text structure").
 FX_TENSOR_NAME_ATTR = "_fx_tensor_name"
 ORIGINAL_OP_NAMES_ATTR = "_datadump_original_op_names"
 ORIGIN_NAME_ATTR = "_datadump_origin_name"

@@ -1,4 +1,4 @@
-"""The names torchair has given its graph text files (spec/dump-formats.md §3.3).
+"""The names torchair has given its graph text files (docs/formats.md, "Graph file names").
 
 torchair's `config.debug.graph_dump` (type "txt") writes `str(GraphDef)` to `{graph_dump.path}/{name}.txt`, where
 `graph_dump.path` defaults to the working directory. The name has taken three forms (torchair's

@@ -2,7 +2,7 @@
 records of `tcmp.schemas.graph`.
 
 The files are protobuf text format of GE IR: `str(GraphDef)` from torchair, a printed `ModelDef` from GE
-(spec/dump-formats.md §3.3, §4.4). tcmp reads them with its own tolerant reader (`graph_text` gives the fields,
+(docs/formats.md, "Graph text files"). tcmp reads them with its own tolerant reader (`graph_text` gives the fields,
 this module what they mean) instead of protobuf's `text_format`, for two reasons:
 
 - protobuf refuses a whole file for one value tcmp never reads: an enum name its schema does not know, an
@@ -15,7 +15,7 @@ this module what they mean) instead of protobuf's `text_format`, for two reasons
 
 On every file protobuf's `text_format` accepts (against `tcmp/schemas/proto/ge_ir.proto`), the records equal those
 protobuf's message gives (tests/schemas/test_graph_reference.py). The peer's line-based parser breaks on strings
-containing `": "` or `" {"` and treats control edges as data inputs (§5.3 items 5, 11); neither happens here.
+containing `": "` or `" {"` and treats control edges as data inputs; neither happens here.
 """
 
 from __future__ import annotations

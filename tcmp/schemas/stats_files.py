@@ -1,7 +1,7 @@
 """Dump files that hold summaries instead of tensors.
 
 - GE stats mode (`dump_config.dump_data = "stats"`): a CSV per op named `<dump file name>.csv`, as two CANN
-  writers produce it (spec/dump-formats.md §1.1, §8.1; hicann/runtime):
+  writers produce it (docs/formats.md, "Stats-mode CSVs"; hicann/runtime):
   - the AICPU writer (`OpDumpTask::ProcessDumpStats`, dump_task.cpp): always the 13 columns of `STATS_COLUMNS`;
     `-` for an unknown data type or format and for a shape without dims; seven empty statistic cells for a tensor
     whose address is 0 or whose dtype it cannot summarize (bf16 among them);
@@ -14,7 +14,8 @@
     before it, where the header names `Count` a second time): rows one cell shorter than the header. Its rows of
     `NA` omit the leading count, or place it at the fourth statistic, so they can be one or two cells short.
     It writes the header again when its memory of the last ten file names has lost this file.
-- The msprobe appendix "convert to min/max" script (spec §6): `<GE dump file>_min_max.npz` with arrays
+- The msprobe appendix "convert to min/max" script (docs/formats.md, "min/max files"): `<GE dump file>_min_max.npz`
+  with arrays
   `inputs`/`outputs` of shape (n, 2), and `<FX file stem>_min_max.npy` of shape (2,).
 
 All of them become `Summary` records; values the source does not carry stay None. The readers raise DumpIncomplete

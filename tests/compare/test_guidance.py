@@ -90,7 +90,7 @@ def test_a_fusion_on_golden_of_a_fusion_off_target_is_told_by_its_fused_ops(scen
 
 
 def test_fused_ops_by_type_joined_names_and_truncated_names():
-    """Hand-made names (spec/dump-formats.md §3.1: UB fusions are named by joining their members' names, or
+    """Hand-made names (docs/formats.md, "Fused names": UB fusions are named by joining their members' names, or
     `{first}_ub_fusion` past 512 characters; automatic UB fusion has the type AutomaticBufferFusionOp)."""
     from tcmp.compare.collect.guidance import fused_ops, golden_looks_fused
 

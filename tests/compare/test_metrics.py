@@ -1,7 +1,7 @@
-"""Tensor-mode metrics against the worked examples of msprobe-compare-semantics.md §7.1, with tcmp's cell
-vocabulary (compare-decisions.md). Every expected number is recomputed here from the formulas written out in the
-spec (float64 cosine/EucDist/MaxAbsErr; relative errors in msprobe's result type with its ε substitution; 12-decimal
-rounding), and checked against the value the spec table prints. msprobe rounds a cosine above 0.9999 to 6 decimals
+"""Tensor-mode metrics against worked examples of msprobe 26.2.0's compare, with tcmp's cell
+vocabulary (docs/decisions.md, "Numbers"). Every expected number is recomputed here from msprobe's formulas, written out
+here (float64 cosine/EucDist/MaxAbsErr; relative errors in msprobe's result type with its ε substitution; 12-decimal
+rounding), and checked against the value msprobe prints. msprobe rounds a cosine above 0.9999 to 6 decimals
 as well; tcmp does not (README, "Numbers"), so its cosine is checked to round to msprobe's printed one.
 
 Every test here runs twice: with the compiled pair loop (tcmp/summaries/compiled.c) and with the numpy path that
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("metrics_engine")  # every test with each e
 
 
 def spec_metrics(npu, bench):
-    """The §1.2 formulas, written out independently of tcmp.compare.judge.metrics."""
+    """msprobe's tensor-mode formulas, written out independently of tcmp.compare.judge.metrics."""
     n, b = np.asarray(npu), np.asarray(bench)
     # bfloat16 is widened to float32 exactly (its bits are the top half of a float32's), then treated as float32
     n, b = (x.view(np.uint16).astype(np.uint32) << 16 if x.dtype == ml_dtypes.bfloat16 else x for x in (n, b))
@@ -65,7 +65,7 @@ def spec_metrics(npu, bench):
     }
 
 
-# (npu, bench, the spec table's printed cells: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, 1‰, 5‰)
+# (npu, bench, msprobe's printed cells: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, 1‰, 5‰)
 WORKED = [
     (np.float32([1, 2, 3, 4]), np.float32([1, 2, 3, 4]), (1.0, 0.0, 0.0, 0.0, 1.0, 1.0)),
     (np.float32([1, 2.0005, 3, 4.01]), np.float32([1, 2, 3, 4]),
@@ -92,7 +92,7 @@ WORKED = [
 @pytest.mark.parametrize(("npu", "bench", "printed"), WORKED)
 def test_worked_examples(npu, bench, printed):
     expected = spec_metrics(npu, bench)
-    # the independent recomputation reproduces what the spec table prints ...
+    # the independent recomputation reproduces what msprobe prints ...
     assert (expected["msprobe_cosine"], expected["max_abs"], expected["max_rel"]) == pytest.approx(
         (printed[0], printed[2], printed[3]), rel=1e-12
     )

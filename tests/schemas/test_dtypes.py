@@ -1,6 +1,6 @@
 """GE dtype table, payload decoding, float32 widening, and the synthetic writer's dtype encoder.
 
-Expected values come from the spec tables (dump-formats.md §1.4/§1.5), hand-worked bytes, GE's own size
+Expected values come from the writers' OutputDataType numbers (dump_task.proto), hand-worked bytes, GE's own size
 unit tests, a bit-string HiFloat8 decoder written here from the format definition, and the independent
 forward encoder in tcmp.schemas.synth.dtype_encode.
 """
@@ -31,7 +31,7 @@ from tcmp.schemas.synth.dtype_encode import SUPPORTED_ENCODE_DTYPES, EncodedPayl
 
 DT = DataType
 
-# OutputDataType, transcribed from the spec table (§1.4).
+# OutputDataType, transcribed from dump_task.proto's enum.
 SPEC_TABLE = {
     0: "DT_UNDEFINED",
     1: "DT_FLOAT",

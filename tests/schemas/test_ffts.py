@@ -1,4 +1,5 @@
-"""FFTS+ slice files (spec/dump-formats.md §1.8): automatic-mode slices written by the synthetic writer merge back
+"""FFTS+ slice files (docs/formats.md, "FFTS+ slice files"): automatic-mode slices written by the synthetic writer
+merge back
 into the unsliced tensors the model computed; manual mode is ordered by `_lxslice<N>`; damaged slice sets give
 notes, never errors."""
 

@@ -1,6 +1,7 @@
 """to_nd (device layout → ND) against the forward packer and hand-worked device positions.
 
-Expected values come from: the spec tables (enum numbers), hand-computed device indices (§2.2 formulas,
+Expected values come from: the writers' enum numbers, hand-computed device indices (the formulas of
+docs/formats.md, "Device formats",
 worked out in the comments), a per-element transcription of GE's grouped FRACTAL_Z loop, and
 tcmp.schemas.synth.pack (a forward scatter written independently of to_nd).
 """

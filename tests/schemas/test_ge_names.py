@@ -1,4 +1,4 @@
-"""GE dump file names: every form of spec §3.1, hashed names through mapping.csv, and junk."""
+"""GE dump file names: every form of docs/formats.md, "GE file names", hashed names through mapping.csv, and junk."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from tcmp.schemas.synth.graph_writer import (
     write_graph,
 )
 
-# GE IR DataType numbers, from the table in spec/dump-formats.md §1.4.
+# GE IR DataType numbers, as in GE's ge_ir.proto (docs/formats.md, "dtypes").
 DT_FLOAT, DT_FLOAT16, DT_INT32, DT_INT64, DT_BF16 = 1, 2, 7, 8, 27
 
 # Hand-written in the style of torchair's str(GraphDef), with everything that broke the peer's line parser:
@@ -337,7 +337,8 @@ def test_invalid_utf8_is_replaced_not_fatal(tmp_path) -> None:
 
 
 def test_graph_def_is_the_ge_ir_message() -> None:
-    # field numbers from spec §4.4: GraphDef.op = 6, OpDef.input = 5, OpDef.output_desc = 34
+    # field numbers from ge_ir.proto (docs/formats.md, "Graph text structure"):
+    # GraphDef.op = 6, OpDef.input = 5, OpDef.output_desc = 34
     fields = GraphDef.DESCRIPTOR.fields_by_name
     assert fields["op"].number == 6 and fields["attr"].number == 11
     op_fields = fields["op"].message_type.fields_by_name

@@ -1,6 +1,8 @@
-"""Dump-tree discovery (spec/dump-formats.md §3, §4) on trees written by the synthetic writer: every FX era, GE
+"""Dump-tree discovery (docs/formats.md, "GE dump tree", "FX layout eras") on trees written by the synthetic
+writer: every FX era, GE
 with and without rank directories, several ranks and graphs, hashed long names, FFTS+ and capture-mode names,
-graph files, and the problems a tree can hold. Expected locations come from the spec's layout tables applied to
+graph files, and the problems a tree can hold. Expected locations come from the layout tables of
+docs/formats.md applied to
 the paths the writer reports, never from the code under test."""
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from tcmp.schemas.synth.scenario import FxEra, ScenarioConfig, write_scenario
 
 TS = 1764400000000000
 FX_TS = "20261129083000000017"
-# spec §4.2: the step directory of the first token, per era
+# docs/formats.md, "FX layout eras": the step directory of the first token, per era
 FIRST_STEP_DIR = {
     FxEra.RANKED: 0,
     FxEra.MSPROBE_DATA_DUMP: 1,
@@ -35,7 +37,7 @@ FIRST_STEP_DIR = {
 
 
 def sanitized(name: str) -> str:
-    """spec §3.1: space, `.`, `/` and `\\` become `_` in GE-path file names."""
+    """docs/formats.md, "GE file names": space, `.`, `/` and `\\` become `_` in GE-path file names."""
     return "".join("_" if ch in " ./\\" else ch for ch in name)
 
 
@@ -169,7 +171,8 @@ def test_ge_ranks_graphs_and_steps(tmp_path, rank_dirs):
         assert_all_accounted(tree, root)
         assert all(f.side is Side.GE and f.kind is FileKind.GE_BINARY for f in tree.files)
         for file in tree.files:
-            # spec §4.1: …/[worldsize{W}_global_rank{R}/]{time}/{device}/{model}/{model_id}/{step}/file
+            # docs/formats.md, "GE dump tree":
+            # …/[worldsize{W}_global_rank{R}/]{time}/{device}/{model}/{model_id}/{step}/file
             *_, time, device, model, model_id, step, _ = file.path.parts
             assert time == time_dir
             assert (file.run, file.device, file.model, file.model_id, file.token) == (
@@ -182,7 +185,7 @@ def test_ge_ranks_graphs_and_steps(tmp_path, rank_dirs):
             assert file.graph_number == int(model.split("_")[1])
             if rank_dirs:
                 assert file.path.parts[-7] == f"worldsize2_global_rank{file.rank}"
-            else:  # the layout before rank directories: one process per device (spec §4.3, multi-device mode)
+            else:  # the layout before rank directories: one process per device (docs/formats.md, "GE dump tree")
                 assert file.rank == int(device)
         assert {f.model for f in tree.files} == {"graph_2_0", "graph_10_0"}
         assert {f.graph_number for f in tree.files} == {2, 10}
@@ -225,7 +228,7 @@ def test_hashed_long_names_and_ub_fusion_names(tmp_path):
     (op,) = hashed
     file = by_path[op.paths[0]]
     rows = dict(line.split(",", 1) for line in (op.paths[0].parent / "mapping.csv").read_text().splitlines())
-    original = rows[op.paths[0].name]  # spec §3.1: `hash,original file name`
+    original = rows[op.paths[0].name]  # docs/formats.md, "Hashed long names": `hash,original file name`
     op_type, *middle, task, stream, timestamp = original.split(".")
     assert (file.op_type, file.op_name, file.timestamp) == (op_type, ".".join(middle), int(timestamp))
     assert file.op_name == sanitized(op.op_name) and len(original.encode()) > 255
@@ -251,7 +254,7 @@ def test_ffts_slice_files(tmp_path):
     assert sorted(o.op_name for o in sliced) == ["Cast_1_0", "MatMul_0"]
     for op in sliced:
         files = [by_path[p] for p in op.paths]
-        # spec §1.8: {type}.{name}.{task}.{stream}.{ts}.4.{context}.{thread}.{device}
+        # docs/formats.md, "FFTS+ slice files": {type}.{name}.{task}.{stream}.{ts}.4.{context}.{thread}.{device}
         for path, file in zip(op.paths, files):
             fields = path.name.split(".")
             assert len(fields) == 9 and fields[5] == "4"
@@ -272,7 +275,8 @@ def test_capture_mode_names(tmp_path):
     assert len(by_path) == len(scenario.target_ops)
     for op in scenario.target_ops:
         file = by_path[op.paths[0]]
-        # spec §3.1: {OpType}.{OpName}.{dumpNumber}.{task}.{stream}.{timestamp}, names not sanitized
+        # docs/formats.md, "GE file names":
+        # {OpType}.{OpName}.{dumpNumber}.{task}.{stream}.{timestamp}, names not sanitized
         assert file.name.form is GeNameForm.CAPTURE
         assert (file.op_type, file.op_name, file.name.dump_number) == (op.op_type, op.op_name, op.execution)
         assert file.token == 0 and file.model == "graph_1_0"

@@ -1,4 +1,5 @@
-"""The embedded protobuf descriptors are the .proto files, and carry the spec's field numbers (§1.3, §4.4)."""
+"""The embedded protobuf descriptors are the .proto files, and carry the writers' field numbers (docs/formats.md,
+"The header", "Graph text structure")."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ FAULTS = (
     Fault("ConcatV2_0", FaultKind.CORRUPT_HEADER),
     Fault(FUSED_0, FaultKind.REL_ERROR, magnitude=0.25, tokens=(1,)),
 )
-# the dtype each device value is stored in (spec §1.5); FX saves bf16 as float32 (spec §3.2)
+# the dtype each device value is stored in (docs/formats.md, "dtypes"); FX saves bf16 as float32 ("FX file contents")
 STORED = {int(DT.DT_FLOAT16): np.float16, int(DT.DT_FLOAT): np.float32, int(DT.DT_BF16): ml_dtypes.bfloat16}
 FX_SAVED = {int(DT.DT_FLOAT16): "float16", int(DT.DT_FLOAT): "float32", int(DT.DT_BF16): "float32",
             int(DT.DT_INT32): "int32", int(DT.DT_INT64): "int64"}  # fmt: skip
@@ -166,7 +166,7 @@ def test_fused_ops_and_original_op(scenario):
     records = {g.name: g.record_original_op for g in graph.fusion_groups}
     assert set(records.values()) == {True, False}  # both kinds are written
     for op in fused:
-        assert op.op_name == "".join(op.members)  # GE concatenates the member names (spec §3.1)
+        assert op.op_name == "".join(op.members)  # GE concatenates the member names (docs/formats.md, "Fused names")
         dump = read_ge_dump(op.paths[0])
         _, outputs = dumped_refs(graph, op)
         for tensor, ref in zip(dump.outputs, outputs):

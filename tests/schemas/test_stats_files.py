@@ -1,5 +1,6 @@
-"""Summary-only dump files: GE stats-mode CSVs (spec/dump-formats.md §1.1) and the appendix script's
-`_min_max.npz` / `_min_max.npy` files (spec §6). Inputs are written by hand here, in the shapes the spec gives."""
+"""Summary-only dump files: GE stats-mode CSVs (docs/formats.md, "Stats-mode CSVs") and the appendix script's
+`_min_max.npz` / `_min_max.npy` files ("min/max files"). Inputs are written by hand here, in the shapes
+docs/formats.md gives."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ HEADER = (
     "Negative Inf Count,Positive Inf Count"
 )
 NAME = "Add.Add_1.44.6.1764400000000000"
-# dump-proto codes, spec §1.4
+# dump-proto codes (docs/formats.md, "dtypes")
 DT_FLOAT, DT_FLOAT16, DT_INT32, DT_BF16 = 1, 2, 7, 27
 FORMAT_NCHW, FORMAT_ND, FORMAT_FRACTAL_NZ = 0, 2, 29
 
@@ -165,7 +166,7 @@ def test_ge_min_max_npz(tmp_path):
 
 def test_ge_min_max_npz_empty_and_missing_keys(tmp_path):
     empty = tmp_path / "a_min_max.npz"
-    np.savez(empty, inputs=[], outputs=[])  # shape (0,): an op without tensors (spec §6)
+    np.savez(empty, inputs=[], outputs=[])  # shape (0,): an op without tensors (the appendix script's empty case)
     assert np.load(empty)["inputs"].shape == (0,)
     assert read_ge_min_max_npz(empty) == ((), ())
     only_outputs = tmp_path / "b_min_max.npz"

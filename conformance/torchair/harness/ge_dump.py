@@ -6,7 +6,8 @@ interpreted on that run's inputs (ge_interp.walk), op by op in torchair's order;
 own value is checked to agree with it), so the tensors both sides name are equal, and an op without a name is
 computed from exactly those values. An output named after a pattern-fused node (no FX file of that name) takes the
 value of the FX output of a replaced node that holds it. Then one file per executed op (not Data/Const/NetOutput)
-is written with tcmp's synthetic writer, in GE's tree layout and file names (spec §3.1, §4.1).
+is written with tcmp's synthetic writer, in GE's tree layout and file names (docs/formats.md, "GE file names",
+"GE dump tree").
 
 The fault: one executed op of one of the model's `fault_op_types` (fault_op) gets its float outputs changed;
 the same changed values are what its consumers' dumped inputs hold. Nothing downstream changes (the consumers

@@ -1,6 +1,6 @@
 """Fused GE ops back to the graph ops they were made of.
 
-A UB-fused op is named by concatenating its members' names (spec/dump-formats.md §3.1, §5), or
+A UB-fused op is named by concatenating its members' names (docs/decisions.md, "Fused ops"), or
 `{first}_ub_fusion` when that exceeds 512 characters; dump file names carry the sanitized form (`.`, `/`, `\\`,
 space → `_`). The header's `OpOutput.original_op` names the member and output each fused output stands for; when
 it is present it wins. Otherwise the name is split into graph op names with a backtracking search, not the peer's

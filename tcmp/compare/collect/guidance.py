@@ -24,7 +24,7 @@ GRAPH_HOWTO = (
 SWAP_HINT = (
     "-tp takes the GE graph-mode dump, fusion on; -gp its golden: an FX dump, or a GE dump taken with fusion off"
 )
-# The op type GE gives an automatic UB fusion (spec/dump-formats.md §3.1); other fusions are told by their names.
+# The op type GE gives an automatic UB fusion (docs/formats.md, "GE file names"); other fusions are told by their names.
 FUSION_OP_TYPES = frozenset({"AutomaticBufferFusionOp"})
 # How far above a target path its dump root may lie: worldsize{W}_rank{R}/{time}/{device}/{model}/{model_id}/{step}.
 DUMP_ROOT_DEPTH = 6

@@ -1,5 +1,5 @@
-"""The metric cells of one compared pair, for each data mode (spec/compare-decisions.md; formulas as msprobe
-26.2.0, spec/msprobe-compare-semantics.md §1.2, §2, §3, so numbers can be cross-checked with the tool users know).
+"""The metric cells of one compared pair, for each data mode (docs/decisions.md, "Metrics"; formulas as
+msprobe 26.2.0's, so numbers can be cross-checked with the tool users know).
 
 Cells hold a float, or `NA` when a metric cannot be computed (the reason goes to the row's messages). Rounding is
 msprobe's: 12 fixed decimals for Cosine, MaxAbsErr, MaxRelativeErr and the ratios (`fmt`); EucDist and MaxUlpErr

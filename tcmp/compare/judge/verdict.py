@@ -1,5 +1,5 @@
-"""Result (PASS/FAIL), "Accuracy Reached or Not" and the highlight colour of a row (spec/compare-decisions.md,
-"Judgement" and "Colours"). Every threshold is a field of `Thresholds`, and a CLI option with the same default;
+"""Result (PASS/FAIL), "Accuracy Reached or Not" and the highlight colour of a row (docs/decisions.md,
+"Verdicts" and "Colours"). Every threshold is a field of `Thresholds`, and a CLI option with the same default;
 the rounding-noise rule of tensor mode (`ulp.RULE`) is declared with its k where the metrics read it too."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """GE → FX pairing for one token: which FX tensor each GE tensor is, and why when there is none.
 
-Rules (spec/dump-formats.md §4.4, §8.2; the torchair behaviours are in torchair_rules):
+Rules (docs/decisions.md, "GE against FX"; the torchair behaviours are in torchair_rules):
 - a GE output is the FX output its `_fx_tensor_name` names, output path included (`OUTPUT.1.0` is element 0 of
   the list the FX dumper stacked into `OUTPUT.1`); torchair's passes are undone on the way: a view retargeted to
   reshape, a pattern-fused node (through the outputs of the nodes it replaced), a name written over by a

@@ -194,7 +194,7 @@ def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
 
 
 def legend(mode: Mode, t: Thresholds) -> list[str]:
-    """What Result, "Accuracy Reached or Not" and the colours mean (spec/compare-decisions.md "Judgement",
+    """What Result, "Accuracy Reached or Not" and the colours mean (docs/decisions.md, "Verdicts",
     "Colours"), with the thresholds of this compare; the README says the same."""
     if mode is Mode.TENSOR:
         rules = [

@@ -1,4 +1,4 @@
-"""The cells of the result table (spec/compare-decisions.md "Columns"): column names per data mode, and a row
+"""The cells of the result table (docs/decisions.md, "Columns"): column names per data mode, and a row
 rendered to strings with tcmp's cell vocabulary (`N/A`, `NaN`, `inf`/`-inf`, numbers), text escaped against
 CSV/spreadsheet formula injection.
 

@@ -1,5 +1,5 @@
-"""The result files of a compare, one set per rank (spec/compare-decisions.md "Columns", "Colours", "What the
-report adds"):
+"""The result files of a compare, one set per rank (docs/decisions.md, "The result table",
+"Colours"):
 
     tcmp_compare[_rank{R}]_{time}.csv            the table
     tcmp_compare[_rank{R}]_{time}.xlsx           the same with whole-row fills (--highlight)

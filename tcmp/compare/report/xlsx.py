@@ -1,5 +1,5 @@
 """The highlighted report (`--highlight`): the CSV's rows in an .xlsx, each row filled by its colour
-(spec/compare-decisions.md "Colours"), numbers stored as numbers (Excel sorts and filters them as numbers), the
+(docs/decisions.md, "Colours"), numbers stored as numbers (Excel sorts and filters them as numbers), the
 header frozen and filterable, columns as wide as what they hold. Statistics-mode relative errors are shown as
 percentages (a tensor-mode MaxRelativeErr is not); the stored value is the fraction the CSV holds.
 

@@ -8,7 +8,8 @@ Rounding: float32/float16/float64 and complex use numpy's round-to-nearest-even 
 use ml_dtypes' casts (also round-to-nearest-even; float8_e4m3fn turns out-of-range values into NaN);
 HiFloat8 rounds to nearest with ties away from zero, like GE's hif8_t encoder; FLOAT8_E8M0 rounds to the
 nearest power of two. Integer dtypes do not round: values must be integral and in range, else ValueError.
-Sub-byte integers are packed least significant bits first (the order tcmp assumes; unverified, spec §7.1).
+Sub-byte integers are packed least significant bits first (the order tcmp assumes; unverified;
+docs/formats.md, "dtypes").
 """
 
 from __future__ import annotations

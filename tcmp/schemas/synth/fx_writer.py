@@ -1,4 +1,4 @@
-"""FX dump trees as torchair's `_NpuFxDumper` writes them, in every layout era (spec/dump-formats.md §3.2, §4.2).
+"""FX dump trees as torchair's `_NpuFxDumper` writes them, in every layout era (docs/formats.md, "FX dumps").
 
 One `np.save` per positional argument and output of each FX node call: `{node}-{target}.INPUT.{i}[.{j}].{ts}.npy`
 and `.OUTPUT.{k}.{ts}.npy`, one 20-digit UTC timestamp per call. List arguments get one file per element;

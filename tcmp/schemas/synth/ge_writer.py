@@ -1,7 +1,7 @@
-"""Format-exact GE dump files for tests, the demo and benchmarks (spec/dump-formats.md §1.1–1.3, §1.7, §3.1).
+"""Format-exact GE dump files for tests, the demo and benchmarks (docs/formats.md, "GE dump files").
 
 A tensor is given by its logical values, dtype and device format; the writer packs it into the device layout
-(`pack`, written from the spec's forward index maps), encodes the payload (`dtype_encode`), builds the
+(`pack`, written from the forward index maps), encodes the payload (`dtype_encode`), builds the
 DumpData header with protobuf and writes `uint64 L | header | inputs | outputs | buffers | workspaces`. It
 returns what a correct reader must give back: the exact ND values after rounding to the dtype.
 
@@ -224,7 +224,7 @@ def _dims(shape: Sequence[int]) -> bytes:
 def encode_nano_dump(
     inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], *, version: int = 1
 ) -> tuple[bytes, tuple[WrittenTensor, ...], tuple[WrittenTensor, ...]]:
-    """A nano dump (TLV header, ge::DataType numbering; spec §1.7)."""
+    """A nano dump (TLV header, ge::DataType numbering; docs/formats.md, "Nano dumps")."""
     enc_in = [_encode(s, IO.INPUT, i) for i, s in enumerate(inputs)]
     enc_out = [_encode(s, IO.OUTPUT, i) for i, s in enumerate(outputs)]
     in_records = b""

@@ -1,6 +1,7 @@
 """Writes format-exact torchair graph text files for the synthetic dump trees used by tests and benchmarks.
 
-torchair builds a GE IR `GraphDef` and writes `str(graph)`, i.e. protobuf text format (spec/dump-formats.md §4.4);
+torchair builds a GE IR `GraphDef` and writes `str(graph)`, i.e. protobuf text format
+(docs/formats.md, "Graph text structure");
 this module does the same from small typed specs, through protobuf's own printer and tcmp's schema (whose enums
 are GE's, so `dtype: DT_FLOAT16` and `val_type: VT_LIST_INT` are printed by name exactly as in real files). Like
 torchair 2.14's converter it writes, besides what tcmp reads, what it does not: op attributes (the op's own and the

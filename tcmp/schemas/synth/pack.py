@@ -1,6 +1,6 @@
 """Forward packing for the synthetic dump writer: logical tensor → device layout.
 
-Written from the spec's forward index maps (dump-formats.md §2.2, logical index → device index) with explicit
+Written from the forward index maps of docs/formats.md, "Device formats" (logical index → device index), with explicit
 index arithmetic: logical coordinates from `np.indices`, device coordinates from the formulas, one scatter into
 a zero-filled device array (padding is zeros). Deliberately not derived from tcmp.schemas.formats.to_nd, so the
 two can check each other. Meant for tests and fixtures; not tuned for speed.

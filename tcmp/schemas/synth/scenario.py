@@ -1,7 +1,7 @@
 """Synthetic torchair dump trees: a GE fusion-on dump (the target), its golden FX dump (any layout era) and a
 fusion-off GE dump, for several ranks, tokens and graphs, with injected faults.
 
-Layout written under `root` (spec/dump-formats.md §4):
+Layout written under `root` (docs/formats.md, "GE dump tree", "FX layout eras"):
 
     target/msprobe_ge_dump/dynamo_{original,optimized}_graph_{N}_rank_{R}_pid_…_ts_….txt
     target/msprobe_ge_dump/[worldsize{W}_global_rank{R}/]{time}/{R}/graph_{N}_0/{model_id}/{token}/<GE files>
@@ -346,7 +346,8 @@ class _GeWriter:
         return hashed
 
     def _write_ffts(self, directory: Path, op: _DumpOp, inputs, outputs, ts: int, task: int) -> tuple[Path, ...]:
-        """Two automatic-mode slices, every input and output cut in two along axis 0 (spec §1.8)."""
+        """Two automatic-mode slices, every input and output cut in two along axis 0 (docs/formats.md,
+        "FFTS+ slice files")."""
         threads = (0, 1)
 
         def cut(specs: Sequence[TensorSpec]):

@@ -1,6 +1,6 @@
 """Summary-only variants of a written dump tree, as users produce them to save disk:
 
-- the msprobe appendix script (spec/dump-formats.md §6): every FX `.npy` becomes `{stem}_min_max.npy` holding
+- the msprobe appendix script (docs/formats.md, "min/max files"): every FX `.npy` becomes `{stem}_min_max.npy` holding
   `[min, max]`, every GE dump file `{name}_min_max.npz` with `inputs`/`outputs` rows of `[min, max]`; originals
   are deleted;
 - GE stats mode (`dump_data="stats"`): every GE dump file becomes `{name}.csv` as CANN's AICPU or adump writer
