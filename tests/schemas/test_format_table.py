@@ -80,7 +80,7 @@ EXAMPLES = {
 
 def test_every_format_in_the_table_has_a_worked_example():
     assert set(CONVERTERS) == set(EXAMPLES)
-    assert CONVERTIBLE_FORMATS == frozenset(CONVERTERS)
+    assert frozenset(CONVERTERS) == CONVERTIBLE_FORMATS
     assert NZ_FORMATS <= CONVERTIBLE_FORMATS and not (PLAIN_FORMATS & CONVERTIBLE_FORMATS)
 
 
