@@ -5,6 +5,7 @@ the cluster summary. A rank that could not be finished gets no report files; the
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -27,7 +28,7 @@ from tcmp.compare.execute.progress import ProgressCallback, ProgressTracker
 from tcmp.compare.execute.run import add_directory_items, compiled_loop_note, resolve_mode
 from tcmp.compare.records import CompareError
 from tcmp.compare.report.outcome import CompareOptions, CompareResult
-from tcmp.compare.report.writers import PREFIX
+from tcmp.compare.report.writers import DEFAULT_FORMATS, PREFIX, HtmlPage, ReportFile
 from tcmp.schemas.source_hash import code_hash
 
 
@@ -53,10 +54,9 @@ def run_cluster_compare(
     address: str,
     output_dir: Optional[Path] = None,
     *,
-    highlight: bool = False,
+    formats: Sequence[type[ReportFile]] = DEFAULT_FORMATS,
     progress: Optional[ProgressCallback] = None,
     keep_rows: bool = False,
-    html: bool = True,
 ) -> ClusterCompare:
     """Compare on the Ray cluster at `address` (cluster.connected). Raises CompareError when it cannot run at all
     (no node can compare, two copies of a rank differ, a node runs another tcmp)."""
@@ -70,9 +70,10 @@ def run_cluster_compare(
         plan = plan_cluster(inventories, compare_id)
         mode, reason = resolve_mode(options.mode, plan.summary_only_dirs, plan.dirs)
         units = [RemoteUnit(place.rank, k) for place in plan.ranks for k in range(place.units)]
+        html = HtmlPage in formats
         bindings = rank_bindings(options, plan) if html and output_dir is not None else ()
         ranks = tuple(p.rank for p in plan.ranks)
-        stream = ResultStream(ranks, output_dir, mode, highlight, keep_rows, html, bindings)
+        stream = ResultStream(ranks, output_dir, mode, formats, keep_rows, bindings)
         try:
             add_directory_items(stream, plan.directory_items, keep_rows)
             executor = RayExecutor(plan, nodes, options)
