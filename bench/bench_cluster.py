@@ -36,6 +36,7 @@ from ray_nodes import RayCluster
 from tcmp.compare.cluster.run import run_cluster_compare
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report.outcome import CompareOptions, DataMode
+from tcmp.compare.report.writers import ReportChoice, chosen_formats
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
@@ -68,7 +69,7 @@ def cluster_run(options: CompareOptions, address: str, out: Path) -> tuple[float
     rss = maxrss_mb()
     tracemalloc.start()
     start = time.perf_counter()
-    done = run_cluster_compare(options, address, out, html=False)
+    done = run_cluster_compare(options, address, out, formats=chosen_formats(ReportChoice(html=False)))
     seconds = time.perf_counter() - start
     peak = tracemalloc.get_traced_memory()[1] / 1e6
     tracemalloc.stop()
@@ -109,7 +110,7 @@ def main() -> None:
         for k in range(args.repeat):
             start = time.perf_counter()
             run_compare(CompareOptions(full / TARGET, full / GOLDEN, mode=DataMode.TENSOR, jobs=2), out / f"local{k}",
-                        html=False)  # fmt: skip
+                        formats=chosen_formats(ReportChoice(html=False)))  # fmt: skip
             locals_.append(time.perf_counter() - start)
         local = statistics.median(locals_)
         print(f"local compare, 8 ranks, --jobs 2: {local:.2f} s (median of {args.repeat})")

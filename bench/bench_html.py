@@ -30,6 +30,7 @@ from pathlib import Path
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report import page_assets
 from tcmp.compare.report.outcome import CompareOptions
+from tcmp.compare.report.writers import ReportChoice, chosen_formats
 from tcmp.schemas.host import usable_cpus
 from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
@@ -60,7 +61,9 @@ def write_dump(work: Path, layers: int, tokens: int) -> tuple[Path, Path]:
 def compare(target: Path, golden: Path, out: Path, html: bool):
     shutil.rmtree(out, ignore_errors=True)
     started = time.monotonic()
-    result, _ = run_compare(CompareOptions(target, golden, jobs=usable_cpus()), out, html=html)
+    result, _ = run_compare(
+        CompareOptions(target, golden, jobs=usable_cpus()), out, formats=chosen_formats(ReportChoice(html=html))
+    )
     return time.monotonic() - started, result.ranks[0]
 
 

@@ -199,6 +199,7 @@ def compare(
     from tcmp.compare.judge.verdict import Thresholds
     from tcmp.compare.report.console import print_plan, print_summary
     from tcmp.compare.report.outcome import CompareOptions, DataMode
+    from tcmp.compare.report.writers import ReportChoice, chosen_formats
 
     try:
         chosen = DataMode(data_mode)
@@ -210,8 +211,9 @@ def compare(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
         golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db, graph=graph,
     )  # fmt: skip
+    formats = chosen_formats(ReportChoice(highlight=highlight, html=not no_html))
     if cluster:
-        return _compare_on_cluster(options, cluster, output_path, highlight, fail_on_diff, not no_html)
+        return _compare_on_cluster(options, cluster, output_path, formats, fail_on_diff)
     started = time.monotonic()
     with (
         compare_workers(jobs) as workers,
@@ -222,9 +224,7 @@ def compare(
         def advance(done: float, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        result, inputs = run_compare(
-            options, output_path, highlight=highlight, progress=advance, workers=workers, html=not no_html
-        )
+        result, inputs = run_compare(options, output_path, formats=formats, progress=advance, workers=workers)
     if verbose_given():  # what was compared with what, and how long it took
         print_plan(err, inputs, time.monotonic() - started, jobs)
     print_summary(out, result)
@@ -232,9 +232,7 @@ def compare(
         raise typer.Exit(EXIT_FAILURES)
 
 
-def _compare_on_cluster(
-    options, address: str, output_path: Path, highlight: bool, fail_on_diff: bool, html: bool
-) -> None:
+def _compare_on_cluster(options, address: str, output_path: Path, formats: tuple, fail_on_diff: bool) -> None:
     from tcmp.compare.cluster.overview import cluster_lines
     from tcmp.compare.cluster.run import run_cluster_compare
     from tcmp.compare.report.console import print_summary
@@ -245,7 +243,7 @@ def _compare_on_cluster(
         def advance(done: float, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        done = run_cluster_compare(options, address, output_path, highlight=highlight, progress=advance, html=html)
+        done = run_cluster_compare(options, address, output_path, formats=formats, progress=advance)
     print_summary(out, done.result)
     for line in cluster_lines(done.result, done.summary):
         out.print(escape(line), highlight=False)

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report.outcome import CompareOptions, CompareResult
+from tcmp.compare.report.writers import ReportChoice, chosen_formats
 from tcmp.daemon.status import read_status
 from tcmp.schemas.errors import TcmpError
 from tcmp.schemas.index import IndexStatus, IndexUnusable, default_index_path
@@ -103,7 +104,9 @@ def run_demo(root: Path, jobs: int = 1, progress: Optional[Callable[[str], None]
 
     say("comparing from the index")
     target, golden = (dump / p.relative_to(staging) for p in (scenario.target, scenario.golden))
-    result, _ = run_compare(CompareOptions(target, golden, jobs=jobs), root / "report", highlight=True)
+    result, _ = run_compare(
+        CompareOptions(target, golden, jobs=jobs), root / "report", formats=chosen_formats(ReportChoice(highlight=True))
+    )
     faults = tuple(
         f"{f.op} ({f.kind.value}{'' if f.tokens is None else f', token {list(f.tokens)}'})" for f in DEMO_FAULTS
     )

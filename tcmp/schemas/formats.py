@@ -1,35 +1,34 @@
 """GE tensor formats and the conversion of a dumped device layout back to the logical (ND) tensor.
 
-See docs/formats.md, "Device formats" (format numbers, rebuilding ND, the index math per
-format). Principles:
+See docs/formats.md, "Device formats" (format numbers, rebuilding ND, the index math per layout).
+Principles:
 
 * Plain layouts (ND, NCHW, NHWC, HWCN, …) are only reshaped, never transposed or cropped: the dump's format
   field is not a reliable hint of the logical layout, and the peer corrupts NHWC/HWCN by transposing them.
-* Blocked layouts (NC1HWC0, FRACTAL_NZ, FRACTAL_Z, NDC1HWC0, FRACTAL_Z_3D) are undone with C0 and Ni read
-  from the device shape (the dump drops GE's C0 bits), after checking that every device dim equals what the
-  original shape implies. Anything that does not fit is returned flat with a `layout_unconverted: ` flag.
-* One copy: the device buffer is viewed (reshape + transpose), padding is sliced off the view, and the
-  logical tensor is written once into a fresh C-contiguous array. The logical C axis is split over two
-  device axes (C1, C0) that cannot be merged in a view, so the write goes block-wise (at most three numpy
-  assignments, or a few per group for grouped FRACTAL_Z) instead of through an intermediate padded copy.
-  When C0 is the last axis (FRACTAL_NZ), big whole-block copies run tile by tile on two threads (`_copy_runs`).
+* Blocked layouts are undone by the converter `CONVERTERS` names for their format (the arithmetic is in
+  `device_layouts`); every other format is returned flat with a `layout_unconverted: ` flag.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-import os
-import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Callable, Optional
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import numpy as np
 
-UNCONVERTED_PREFIX = "layout_unconverted: "
-
-Shape = tuple[int, ...]
+from tcmp.schemas.device_layouts import (
+    Converter,
+    NdTensor,
+    Shape,
+    flagged,
+    from_fractal_z,
+    from_fractal_z_3d,
+    from_nc1hwc0,
+    from_ndc1hwc0,
+    from_nz,
+)
 
 
 class Format(enum.IntEnum):
@@ -120,512 +119,29 @@ PLAIN_FORMATS = frozenset(
     }
 )
 
-NZ_FORMATS = frozenset(
+# The device formats to_nd can undo, each with its converter (`device_layouts`); every other format is flagged.
+CONVERTERS: Mapping[Format, Converter] = MappingProxyType(
     {
-        Format.FRACTAL_NZ,
-        Format.FRACTAL_NZ_C0_2,
-        Format.FRACTAL_NZ_C0_4,
-        Format.FRACTAL_NZ_C0_8,
-        Format.FRACTAL_NZ_C0_16,
-        Format.FRACTAL_NZ_C0_32,
+        Format.NC1HWC0: from_nc1hwc0,
+        Format.NC1HWC0_C04: from_nc1hwc0,
+        Format.FRACTAL_Z: from_fractal_z,
+        Format.NDC1HWC0: from_ndc1hwc0,
+        Format.FRACTAL_Z_3D: from_fractal_z_3d,
+        Format.FRACTAL_NZ: from_nz,
+        Format.FRACTAL_NZ_C0_2: from_nz,
+        Format.FRACTAL_NZ_C0_4: from_nz,
+        Format.FRACTAL_NZ_C0_8: from_nz,
+        Format.FRACTAL_NZ_C0_16: from_nz,
+        Format.FRACTAL_NZ_C0_32: from_nz,
     }
 )
-
-# Device formats to_nd can undo; everything else is flagged.
-CONVERTIBLE_FORMATS = NZ_FORMATS | {
-    Format.NC1HWC0,
-    Format.NC1HWC0_C04,
-    Format.FRACTAL_Z,
-    Format.NDC1HWC0,
-    Format.FRACTAL_Z_3D,
-}
-
-
-@dataclass(frozen=True)
-class NdTensor:
-    """Result of to_nd. `flag` is None on success, else starts with UNCONVERTED_PREFIX and says why; a flagged
-    array is the decoded payload kept flat (1-D). `converted` is True when a device layout was undone."""
-
-    array: np.ndarray
-    converted: bool
-    flag: Optional[str]
+CONVERTIBLE_FORMATS = frozenset(CONVERTERS)
+NZ_FORMATS = frozenset(f for f, convert in CONVERTERS.items() if convert is from_nz)
 
 
 def split_composite_format(code: int) -> tuple[int, int]:
     """(primary, sub_format) of an in-memory GE format int; dump fields are already primary."""
     return code & 0xFF, (code & 0xFFFF00) >> 8
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Logical layouts and device geometries
-# ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Dims:
-    """Logical axis sizes of a conv-style tensor; axes a layout does not have are 1. `b` is the flattened
-    batch of an NZ tensor (*B, N, C)."""
-
-    n: int = 1
-    c: int = 1
-    h: int = 1
-    w: int = 1
-    d: int = 1
-    b: int = 1
-
-    def get(self, letter: str) -> int:
-        return int(getattr(self, letter.lower()))
-
-
-def _dims_from(layout: str, shape: Sequence[int]) -> _Dims:
-    return _Dims(**{letter.lower(): int(size) for letter, size in zip(layout, shape)})
-
-
-def _shape_in(layout: str, dims: _Dims) -> tuple[int, ...]:
-    return tuple(dims.get(letter) for letter in layout)
-
-
-@dataclass(frozen=True)
-class _Geometry:
-    """A device layout expressed as a view: the device data reshaped to `view_shape` has one axis per token in
-    `view_axes`. "C1"/"C0" are the split C axis; "N" may be padded (N1*Ni merged; the two are adjacent and
-    contiguous in every fractal layout, so merging them is a free reshape)."""
-
-    device_shape: tuple[int, ...]
-    view_axes: tuple[str, ...]
-    view_shape: tuple[int, ...]
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _geometry_nc1hwc0(dims: _Dims, c0: int, ni: int) -> _Geometry:
-    c1 = _ceil(dims.c, c0)
-    shape = (dims.n, c1, dims.h, dims.w, c0)
-    return _Geometry(shape, ("N", "C1", "H", "W", "C0"), shape)
-
-
-def _geometry_ndc1hwc0(dims: _Dims, c0: int, ni: int) -> _Geometry:
-    c1 = _ceil(dims.c, c0)
-    shape = (dims.n, dims.d, c1, dims.h, dims.w, c0)
-    return _Geometry(shape, ("N", "D", "C1", "H", "W", "C0"), shape)
-
-
-def _geometry_fractal_z(dims: _Dims, c0: int, ni: int) -> _Geometry:
-    # (C1*H*W, N1, Ni, C0): element (n, c, h, w) at [(c//C0*H + h)*W + w, n//Ni, n%Ni, c%C0]
-    c1, n1 = _ceil(dims.c, c0), _ceil(dims.n, ni)
-    return _Geometry(
-        (c1 * dims.h * dims.w, n1, ni, c0),
-        ("C1", "H", "W", "N", "C0"),
-        (c1, dims.h, dims.w, n1 * ni, c0),
-    )
-
-
-def _geometry_fractal_z_3d(dims: _Dims, c0: int, ni: int) -> _Geometry:
-    # (D*C1*H*W, N1, Ni, C0): element at [((d*C1 + c//C0)*H + h)*W + w, n//Ni, n%Ni, c%C0]
-    c1, n1 = _ceil(dims.c, c0), _ceil(dims.n, ni)
-    return _Geometry(
-        (dims.d * c1 * dims.h * dims.w, n1, ni, c0),
-        ("D", "C1", "H", "W", "N", "C0"),
-        (dims.d, c1, dims.h, dims.w, n1 * ni, c0),
-    )
-
-
-def _geometry_fractal_z_2d(dims: _Dims, c0: int, ni: int) -> _Geometry:
-    # 2-D matmul weight (K, N), K being GE's "C": element (k, n) at [k//C0, n//Ni, n%Ni, k%C0]
-    # (GE TransFormatNdToFz in base/formats/format_transfers/format_transfer_fractal_z_tbe.cc).
-    c1, n1 = _ceil(dims.c, c0), _ceil(dims.n, ni)
-    return _Geometry((c1, n1, ni, c0), ("C1", "N", "C0"), (c1, n1 * ni, c0))
-
-
-def _geometry_nz(dims: _Dims, c0: int, ni: int) -> _Geometry:
-    # Logical (B, N, C) with B = prod of the batch dims: element at [b, c//C0, n//Ni, n%Ni, c%C0].
-    c1, n1 = _ceil(dims.c, c0), _ceil(dims.n, ni)
-    return _Geometry((dims.b, c1, n1, ni, c0), ("B", "C1", "N", "C0"), (dims.b, c1, n1 * ni, c0))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The single-copy gather
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _split_axis(a: np.ndarray, axis: int, outer: int, inner: int) -> np.ndarray:
-    """Writable view of `a` with `axis` (length outer*inner) split into (outer, inner); never a copy."""
-    stride = a.strides[axis]
-    return np.lib.stride_tricks.as_strided(
-        a,
-        shape=(*a.shape[:axis], outer, inner, *a.shape[axis + 1 :]),
-        strides=(*a.strides[:axis], stride * inner, stride, *a.strides[axis + 1 :]),
-    )
-
-
-def _copy_split_axis(dst: np.ndarray, src: np.ndarray, axis: int, start: int, c0: int) -> None:
-    """dst[..., j, ...] = src[..., (start+j)//c0, (start+j)%c0, ...] for every j along dst's `axis`.
-
-    src has the (C1, C0) pair at (axis, axis+1) and otherwise the same axes as dst. Done as a partial head
-    block, one assignment for all whole blocks, and a partial tail block.
-    """
-    length = dst.shape[axis]
-    lead = (slice(None),) * axis
-    j = 0
-    while j < length:
-        block, offset = divmod(start + j, c0)
-        if offset == 0 and length - j >= c0:
-            whole = (length - j) // c0
-            target = _split_axis(dst[(*lead, slice(j, j + whole * c0))], axis, whole, c0)
-            _copy_blocks(target, src[(*lead, slice(block, block + whole))])
-            j += whole * c0
-        else:
-            take = min(c0 - offset, length - j)
-            dst[(*lead, slice(j, j + take))] = src[(*lead, block, slice(offset, offset + take))]
-            j += take
-
-
-# The whole-block copy of a FRACTAL_NZ tensor is a transpose of C0-element runs (32 bytes for every dtype GE
-# packs): element-wise, numpy moves them at ~0.6 GB/s (a 16-element inner loop, and every run of one output
-# row sits in another 4-KiB page of the source). Viewing each run as one opaque element, copying in tiles of
-# 256 destination rows x 8 runs (source reads 8 streams, destination writes stay in L2), and splitting big
-# copies over two threads (numpy releases the GIL for plain copies) measured 3.3-3.8 GB/s for 64 MiB with two
-# idle cores, 2.0-2.5 GB/s with one (bench/bench_decode.py).
-_TILE_ROWS, _TILE_RUNS = 256, 8
-_TILED_MIN_BYTES = 1 << 20  # below this one assignment is as fast as tiles
-_PARALLEL_MIN_BYTES = 8 << 20  # below this a thread costs more than it saves
-_COPY_THREADS = min(2, os.cpu_count() or 1)  # beyond two the copy is memory-bound
-
-
-def _as_runs(a: np.ndarray) -> Optional[np.ndarray]:
-    """`a` with its (contiguous) last axis viewed as one opaque element; None when that is not possible."""
-    if a.ndim == 0 or a.size == 0 or a.strides[-1] != a.itemsize:
-        return None
-    try:
-        return a.view(np.dtype((np.void, a.shape[-1] * a.itemsize)))[..., 0]
-    except (TypeError, ValueError):
-        return None  # numpy < 1.23 cannot re-view an array that is not C-contiguous
-
-
-def _assign_tiled(dst: np.ndarray, src: np.ndarray) -> None:
-    """dst[...] = src (same shape), tile by tile over the last two axes when those are large."""
-    if dst.ndim < 2 or dst.nbytes < _TILED_MIN_BYTES or dst.shape[-1] <= _TILE_RUNS or dst.shape[-2] <= _TILE_ROWS:
-        dst[...] = src
-        return
-    rows, runs = dst.shape[-2:]
-    for lead in np.ndindex(*dst.shape[:-2]):
-        d, s = dst[lead], src[lead]
-        for i in range(0, rows, _TILE_ROWS):
-            for j in range(0, runs, _TILE_RUNS):
-                d[i : i + _TILE_ROWS, j : j + _TILE_RUNS] = s[i : i + _TILE_ROWS, j : j + _TILE_RUNS]
-
-
-def _copy_runs(dst: np.ndarray, src: np.ndarray) -> None:
-    """_assign_tiled, split along the first axis long enough into `_COPY_THREADS` parts for big copies."""
-    axis = next((a for a, n in enumerate(dst.shape[:-1]) if n >= _COPY_THREADS), None)
-    if dst.nbytes < _PARALLEL_MIN_BYTES or _COPY_THREADS < 2 or axis is None:
-        _assign_tiled(dst, src)
-        return
-    lead = (slice(None),) * axis
-    cuts = [dst.shape[axis] * k // _COPY_THREADS for k in range(_COPY_THREADS + 1)]
-    parts = [(dst[(*lead, slice(a, b))], src[(*lead, slice(a, b))]) for a, b in zip(cuts, cuts[1:])]
-    errors: list[BaseException] = []
-
-    def copy(d: np.ndarray, s: np.ndarray) -> None:
-        try:
-            _assign_tiled(d, s)
-        except BaseException as exc:  # re-raised in the caller's thread below
-            errors.append(exc)
-
-    # plain threads, not a pool: a pool's threads do not survive fork() and would leave its queue unserved
-    helpers = [threading.Thread(target=copy, args=part, daemon=True) for part in parts[1:]]
-    for thread in helpers:
-        thread.start()
-    copy(*parts[0])
-    for thread in helpers:
-        thread.join()
-    if errors:
-        raise errors[0]
-
-
-def _copy_blocks(target: np.ndarray, source: np.ndarray) -> None:
-    """target[...] = source for the whole C0 blocks of one conversion; fast when C0 is the last axis of both."""
-    runs = (_as_runs(target), _as_runs(source)) if target.shape == source.shape else (None, None)
-    if runs[0] is None or runs[1] is None:
-        target[...] = source
-        return
-    _copy_runs(runs[0], runs[1])
-
-
-def _permutation(view_axes: Sequence[str], letters: Sequence[str]) -> tuple[int, ...]:
-    """Axes of the device view in logical order, with C expanded to (C1, C0)."""
-    perm: list[int] = []
-    for letter in letters:
-        if letter == "C":
-            perm += [view_axes.index("C1"), view_axes.index("C0")]
-        else:
-            perm.append(view_axes.index(letter))
-    return tuple(perm)
-
-
-def _gather(flat: np.ndarray, geometry: _Geometry, layout: str, dims: _Dims) -> np.ndarray:
-    """Logical tensor in `layout` order (full rank), written once from the device view."""
-    view = flat.reshape(geometry.view_shape).transpose(_permutation(geometry.view_axes, layout))
-    c_axis = layout.index("C")
-    crop: list[slice] = []
-    for position, letter in enumerate(layout):
-        crop.append(slice(None) if letter == "C" else slice(0, dims.get(letter)))
-        if position == c_axis:
-            crop.append(slice(None))  # the C0 axis
-    out = np.empty(_shape_in(layout, dims), dtype=flat.dtype)
-    _copy_split_axis(out, view[tuple(crop)], c_axis, 0, geometry.view_shape[geometry.view_axes.index("C0")])
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Matching an original shape against a device shape
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
-    return tuple(int(s) for s in shape if s != 1)
-
-
-def _expanded_dims(layout: str, known: _Dims, original: tuple[int, ...]) -> Optional[_Dims]:
-    """Full-rank dims for an original of lower rank than `layout`.
-
-    GE expands such tensors by inserting 1-dims without reordering the axes (transformer ExpandDimension only
-    accepts reshape types in the format's axis order), so the original must equal the full-rank shape with
-    its 1-dims dropped. Every dim but C is known from the device shape; C follows from the element count.
-    """
-    others = math.prod(known.get(letter) for letter in layout if letter != "C")
-    total = math.prod(original)
-    if others == 0 or total % others:
-        return None
-    dims = _Dims(**{letter.lower(): known.get(letter) for letter in layout if letter != "C"}, c=total // others)
-    if _squeezed(_shape_in(layout, dims)) != _squeezed(original):
-        return None
-    return dims
-
-
-@dataclass(frozen=True)
-class _Match:
-    layout: str
-    dims: _Dims
-    geometry: _Geometry
-
-
-def _match_layouts(
-    layouts: Sequence[str],
-    geometry_of: Callable[[_Dims, int, int], _Geometry],
-    device: Shape,
-    original: Shape,
-    known_from_device: Optional[_Dims],
-) -> Optional[_Match]:
-    """First layout (in preference order) under which `original` produces exactly `device`."""
-    c0, ni = device[-1], (device[-2] if len(device) >= 2 else 0)
-    for layout in layouts:
-        if len(original) == len(layout):
-            dims = _dims_from(layout, original)
-        elif len(original) < len(layout) and known_from_device is not None:
-            dims = _expanded_dims(layout, known_from_device, original)
-            if dims is None:
-                continue
-        else:
-            continue
-        geometry = geometry_of(dims, c0, ni)
-        if geometry.device_shape == device:
-            return _Match(layout, dims, geometry)
-    return None
-
-
-def _flagged(flat: np.ndarray, why: str) -> NdTensor:
-    return NdTensor(flat, False, UNCONVERTED_PREFIX + why)
-
-
-def _mismatch(fmt: int, device: Shape, original: Shape, tried: str) -> str:
-    return f"{format_name(fmt)} device shape {device} does not fit original shape {original} as {tried}"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Per-format conversions. Each returns NdTensor; `flat` is 1-D with prod(device) elements.
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _from_nc1hwc0(flat: np.ndarray, fmt: int, device: Shape, original: Shape) -> NdTensor:
-    # NCHW preferred over NHWC when both fit (torchair graphs come from PyTorch, whose conv tensors are NCHW).
-    if len(device) != 5:
-        return _flagged(flat, f"{format_name(fmt)} device shape {device} is not 5-D")
-    known = _Dims(n=device[0], h=device[2], w=device[3])
-    match = _match_layouts(("NCHW", "NHWC"), _geometry_nc1hwc0, device, original, known)
-    if match is None:
-        return _flagged(flat, _mismatch(fmt, device, original, "NCHW or NHWC"))
-    return _converted(_gather(flat, match.geometry, match.layout, match.dims), original)
-
-
-def _from_ndc1hwc0(flat: np.ndarray, fmt: int, device: Shape, original: Shape) -> NdTensor:
-    if len(device) != 6:
-        return _flagged(flat, f"{format_name(fmt)} device shape {device} is not 6-D")
-    known = _Dims(n=device[0], d=device[1], h=device[3], w=device[4])
-    match = _match_layouts(("NCDHW", "NDHWC"), _geometry_ndc1hwc0, device, original, known)
-    if match is None:
-        return _flagged(flat, _mismatch(fmt, device, original, "NCDHW or NDHWC"))
-    return _converted(_gather(flat, match.geometry, match.layout, match.dims), original)
-
-
-def _from_fractal_z_3d(flat: np.ndarray, fmt: int, device: Shape, original: Shape, sub_format: int) -> NdTensor:
-    # Tie-break: NCDHW (PyTorch Conv3d weight) before DHWCN (GE's transfer source layout).
-    if len(device) != 4:
-        return _flagged(flat, f"{format_name(fmt)} device shape {device} is not 4-D")
-    if sub_format > 1:
-        return _flagged(flat, f"grouped FRACTAL_Z_3D (groups={sub_format}) is not supported")
-    match = _match_layouts(("NCDHW", "DHWCN"), _geometry_fractal_z_3d, device, original, None)
-    if match is None:
-        return _flagged(flat, _mismatch(fmt, device, original, "NCDHW or DHWCN"))
-    return _converted(_gather(flat, match.geometry, match.layout, match.dims), original)
-
-
-def _from_fractal_z(flat: np.ndarray, fmt: int, device: Shape, original: Shape, sub_format: int) -> NdTensor:
-    if len(device) != 4:
-        return _flagged(flat, f"{format_name(fmt)} device shape {device} is not 4-D")
-    if len(original) == 2:
-        # GE ignores groups for 2-D FRACTAL_Z (TransferShapeUtils::GetFractalZShape(c0, origin_shape, shape)).
-        match = _match_layouts(("CN",), _geometry_fractal_z_2d, device, original, None)
-        if match is None:
-            return _flagged(flat, _mismatch(fmt, device, original, "2-D (K, N) matmul weight"))
-        return _converted(_gather(flat, match.geometry, match.layout, match.dims), original)
-    if len(original) != 4:
-        return _flagged(flat, f"FRACTAL_Z needs a 2-D or 4-D original shape, got {original}")
-    layouts = ("NCHW", "HWCN", "NHWC")  # NCHW first: PyTorch conv weights
-    groups = sub_format
-    if groups > 1:
-        return _from_fractal_z_grouped(flat, fmt, device, original, layouts, groups)
-    match = _match_layouts(layouts, _geometry_fractal_z, device, original, None)
-    if match is None:
-        return _flagged(flat, _mismatch(fmt, device, original, "NCHW, HWCN or NHWC"))
-    return _converted(_gather(flat, match.geometry, match.layout, match.dims), original)
-
-
-@dataclass(frozen=True)
-class _GroupedFz:
-    """Device geometry of a grouped FRACTAL_Z weight (GE "FzWithGroups").
-
-    GE packs `e` neighbouring groups into one block-diagonal cube so that cin*e and cout*e fill C0/Ni better:
-    e = min(lcm(lcm(cin, C0)/cin, lcm(cout, 16)/cout), groups). Device (g_dim*C1*H*W, N1, 16, C0) with
-    C1 = ceil(e*cin/C0), N1 = ceil(e*cout/16), g_dim = ceil(groups/e). Weight element (n, c, h, w) of group
-    g = n // cout, n' = n % cout, with r = g % e, ci = r*cin + c, co = r*cout + n', sits at
-    [((g//e)*C1 + ci//C0)*H*W + h*W + w, co//16, co%16, ci%C0].
-
-    Source: hicann/ge base/formats/format_transfers/format_transfer_fractal_z.cc, TransFormatHwcnToFzWithGroups
-    (data) and TransShapeToFzWithGroups (shape); graph_metadef/third_party/transformer/src/
-    transfer_shape_utils.cc, GetFractalZShape(format_index, c0, group, ...) and GetAsisEnlargeValue (same
-    shape). to_nd implements the inverse of that index map.
-    """
-
-    groups: int
-    cin: int
-    cout: int
-    enlarge: int
-    c1: int
-    n1: int
-    g_dim: int
-    device_shape: tuple[int, ...]
-
-
-def _grouped_fractal_z_geometry(
-    n: int, cin: int, h: int, w: int, groups: int, c0: int, ni: int
-) -> Optional[_GroupedFz]:
-    """_GroupedFz for a weight with n = groups*cout output channels, or None if n is not a multiple."""
-    if groups < 1 or n % groups or cin <= 0 or n <= 0:
-        return None
-    cout = n // groups
-    enlarge = min(math.lcm(math.lcm(cin, c0) // cin, math.lcm(cout, ni) // cout), groups)
-    c1 = _ceil(enlarge * cin, c0)
-    n1 = _ceil(enlarge * cout, ni)
-    g_dim = _ceil(groups, enlarge)
-    return _GroupedFz(groups, cin, cout, enlarge, c1, n1, g_dim, (g_dim * c1 * h * w, n1, ni, c0))
-
-
-def _from_fractal_z_grouped(
-    flat: np.ndarray, fmt: int, device: Shape, original: Shape, layouts: Sequence[str], groups: int
-) -> NdTensor:
-    c0, ni = device[3], device[2]
-    for layout in layouts:
-        dims = _dims_from(layout, original)
-        if dims.n < groups:
-            # GE then falls back to the ungrouped shape (GetFractalZShape: group > 1 && n >= group).
-            geometry = _geometry_fractal_z(dims, c0, ni)
-            if geometry.device_shape == device:
-                return _converted(_gather(flat, geometry, layout, dims), original)
-            continue
-        grouped = _grouped_fractal_z_geometry(dims.n, dims.c, dims.h, dims.w, groups, c0, ni)
-        if grouped is not None and grouped.device_shape == device:
-            return _converted(_gather_grouped(flat, grouped, layout, dims, c0, ni), original)
-    return _flagged(flat, _mismatch(fmt, device, original, f"grouped (groups={groups}) NCHW, HWCN or NHWC"))
-
-
-def _gather_grouped(flat: np.ndarray, grouped: _GroupedFz, layout: str, dims: _Dims, c0: int, ni: int) -> np.ndarray:
-    """Inverse of the grouped map: for each r in [0, e), groups r, r+e, r+2e, … read the r-th diagonal block."""
-    view = flat.reshape(grouped.g_dim, grouped.c1, dims.h, dims.w, grouped.n1 * ni, c0)
-    view_axes = ("G", "C1", "H", "W", "N", "C0")
-    out = np.empty(_shape_in(layout, dims), dtype=flat.dtype)
-    # Logical axes with N split into (G, n-in-group); a reshape of the fresh contiguous `out` is a view.
-    grouped_letters = layout.replace("N", "GN")
-    grouped_shape = tuple(
-        grouped.groups if letter == "G" else (grouped.cout if letter == "N" else dims.get(letter))
-        for letter in grouped_letters
-    )
-    out_grouped = out.reshape(grouped_shape)
-    g_axis = grouped_letters.index("G")
-    c_axis = grouped_letters.index("C")
-    perm = _permutation(view_axes, grouped_letters)
-    for r in range(grouped.enlarge):
-        members = len(range(r, grouped.groups, grouped.enlarge))  # r < e <= groups, so >= 1
-        block = view[:, :, :, :, r * grouped.cout : (r + 1) * grouped.cout, :][:members]
-        dst_index = [slice(None)] * len(grouped_letters)
-        dst_index[g_axis] = slice(r, None, grouped.enlarge)
-        _copy_split_axis(out_grouped[tuple(dst_index)], block.transpose(perm), c_axis, r * grouped.cin, c0)
-    return out
-
-
-def _from_nz(flat: np.ndarray, fmt: int, device: Shape, original: Shape) -> NdTensor:
-    if len(device) < 4:
-        return _flagged(flat, f"{format_name(fmt)} device shape {device} has fewer than 4 dims")
-    c0, ni = device[-1], device[-2]
-    batch = math.prod(device[:-4])
-    if len(original) == 1:
-        return _from_nz_1d(flat, fmt, device, original, batch)
-    dims = _Dims(b=math.prod(original[:-2]), n=original[-2], c=original[-1])
-    geometry = _geometry_nz(dims, c0, ni)
-    if batch != dims.b or geometry.device_shape[1:] != device[-4:]:
-        return _flagged(flat, _mismatch(fmt, device, original, f"(*B, N, C) with C0={c0}, Ni={ni}"))
-    return _converted(_gather(flat, geometry, "BNC", dims), original)
-
-
-def _from_nz_1d(flat: np.ndarray, fmt: int, device: Shape, original: Shape, batch: int) -> NdTensor:
-    """A 1-D [L] is [1, L] in GE's host transfer (TransShapeToFracNz: device (C1, 1, 16, C0)),
-    but GE's shape inference (TransferShapeUtils::GetNzShapeByAxisValue) makes it [L, 1]: device
-    (1, ceil(L/16), 16, C0). The device shape tells them apart unless both are (1, 1, Ni, C0); then the
-    reading whose padding is all zeros wins (if both are, they give the same values)."""
-    c0, ni = device[-1], device[-2]
-    length = original[0]
-    row = _Dims(n=1, c=length)
-    column = _Dims(n=length, c=1)
-    fits = [dims for dims in (row, column) if batch == 1 and _geometry_nz(dims, c0, ni).device_shape[1:] == device[-4:]]
-    if not fits:
-        return _flagged(flat, _mismatch(fmt, device, original, f"[1, L] or [L, 1] with C0={c0}, Ni={ni}"))
-    if len(fits) == 2:
-        cube = flat.reshape(ni, c0)
-        nonzero_total = np.count_nonzero(cube)
-        if nonzero_total == np.count_nonzero(cube[0, :length]):
-            fits = [row]
-        elif nonzero_total == np.count_nonzero(cube[:length, 0]):
-            fits = [column]
-        else:
-            return _flagged(flat, f"1-D {format_name(fmt)} {original} is ambiguous: padding is not zero")
-    dims = fits[0]
-    return _converted(_gather(flat, _geometry_nz(dims, c0, ni), "BNC", dims), original)
-
-
-def _converted(logical: np.ndarray, original: Shape) -> NdTensor:
-    return NdTensor(logical.reshape(original), True, None)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -664,33 +180,25 @@ def to_nd(
         fmt, composite_sub = split_composite_format(fmt)
         sub_format = sub_format or composite_sub
     if any(s < 0 for s in device + original):
-        return _flagged(flat, f"negative dim in device shape {device} or original shape {original}")
+        return flagged(flat, f"negative dim in device shape {device} or original shape {original}")
     if any(math.prod(d for d in shape if d) > _MAX_ELEMENTS for shape in (device, original)):
         # numpy cannot even describe such a shape (garbage dims next to a zero dim in a header)
-        return _flagged(flat, f"device shape {device} or original shape {original} is beyond any real tensor")
+        return flagged(flat, f"device shape {device} or original shape {original} is beyond any real tensor")
 
     if fmt in PLAIN_FORMATS:
         return _plain(flat, fmt, device, original)
-    if fmt not in CONVERTIBLE_FORMATS:
-        return _flagged(flat, f"no ND conversion for format {format_name(fmt)}")
+    if fmt not in CONVERTERS:
+        return flagged(flat, f"no ND conversion for format {format_name(fmt)}")
     if flat.size != math.prod(device):
-        return _flagged(flat, f"{flat.size} elements but device shape {device} holds {math.prod(device)}")
+        return flagged(flat, f"{flat.size} elements but device shape {device} holds {math.prod(device)}")
     if not original:
-        return _flagged(flat, f"{format_name(fmt)} tensor has no original shape")
+        return flagged(flat, f"{format_name(fmt)} tensor has no original shape")
     if flat.size == 0:
         if math.prod(original) == 0:
             return NdTensor(flat.reshape(original), True, None)
-        return _flagged(flat, f"empty {format_name(fmt)} payload for original shape {original}")
+        return flagged(flat, f"empty {format_name(fmt)} payload for original shape {original}")
 
-    if fmt in NZ_FORMATS:
-        return _from_nz(flat, fmt, device, original)
-    if fmt in (Format.NC1HWC0, Format.NC1HWC0_C04):
-        return _from_nc1hwc0(flat, fmt, device, original)
-    if fmt == Format.FRACTAL_Z:
-        return _from_fractal_z(flat, fmt, device, original, sub_format)
-    if fmt == Format.NDC1HWC0:
-        return _from_ndc1hwc0(flat, fmt, device, original)
-    return _from_fractal_z_3d(flat, fmt, device, original, sub_format)
+    return CONVERTERS[Format(fmt)](flat, format_name(fmt), device, original, sub_format)
 
 
 _MAX_ELEMENTS = 2**48
@@ -702,6 +210,6 @@ def _plain(flat: np.ndarray, fmt: int, device: Shape, original: Shape) -> NdTens
         return NdTensor(flat.reshape(original), False, None)
     if flat.size == math.prod(device):
         return NdTensor(flat.reshape(device), False, None)
-    return _flagged(
+    return flagged(
         flat, f"{format_name(fmt)}: {flat.size} elements fit neither original {original} nor device {device}"
     )

@@ -28,6 +28,7 @@ from pathlib import Path
 from tcmp.compare.cluster.ray_executor import connected
 from tcmp.compare.cluster.run import run_cluster_compare
 from tcmp.compare.report.outcome import CompareOptions
+from tcmp.compare.report.writers import ReportChoice, chosen_formats
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 data = Path(sys.argv[1])
@@ -36,7 +37,7 @@ with connected("local"):
     print("up", flush=True)
     sys.stdin.readline()
     done = run_cluster_compare(CompareOptions(data / "target/msprobe_ge_dump", data / "golden_fx/msprobe_fx_dump"),
-                               "local", data / "reports", html=False)
+                               "local", data / "reports", formats=chosen_formats(ReportChoice(html=False)))
     print("compared", len(done.not_compared), flush=True)
     sys.stdin.readline()
 """

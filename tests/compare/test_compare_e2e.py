@@ -25,6 +25,7 @@ from tcmp.compare.judge import metrics
 from tcmp.compare.judge.verdict import Result
 from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.report.outcome import CompareOptions, DataMode
+from tcmp.compare.report.writers import ReportChoice, chosen_formats
 from tcmp.schemas import proto
 from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_records import IO
@@ -236,8 +237,8 @@ def test_a_token_is_split_over_the_processes_when_tokens_are_fewer(one_token, go
     monkeypatch.setattr(local_pool, "split", lambda pairs, n: parts.append(split(pairs, n)) or parts[-1])
     golden_path = getattr(one_token, golden)
     one, many = (
-        run_compare(CompareOptions(one_token.target, golden_path, jobs=jobs), tmp_path / str(jobs), highlight=True,
-                    keep_rows=True)[0]
+        run_compare(CompareOptions(one_token.target, golden_path, jobs=jobs), tmp_path / str(jobs),
+                    formats=chosen_formats(ReportChoice(highlight=True)), keep_rows=True)[0]
         for jobs in (1, 3)
     )  # fmt: skip
     assert [len(p) for p in parts] == [3]

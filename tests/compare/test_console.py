@@ -18,7 +18,8 @@ from rich.console import Console
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.verdict import Thresholds
-from tcmp.compare.report.console import legend, print_summary, token_ranges
+from tcmp.compare.report.console import print_summary, token_ranges
+from tcmp.compare.report.legend import legend
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig

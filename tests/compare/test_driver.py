@@ -22,10 +22,14 @@ from tcmp.compare.execute.pairs import compare_unit
 from tcmp.compare.execute.run import collect_inputs, directory_items, orphans_batch, run_compare, summary_only_dirs
 from tcmp.compare.execute.units import plan_bindings
 from tcmp.compare.report.outcome import CompareOptions, UnmatchedBatch
+from tcmp.compare.report.writers import ReportChoice, chosen_formats
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import Fault, FaultKind, ScenarioConfig, write_scenario
 
 PROTOCOL_MEMBERS = {"progress_queue", "run", "unfinished"}
+
+
+NO_PAGE = chosen_formats(ReportChoice(highlight=False, html=False))
 
 
 def test_the_protocol_declares_progress_queue_run_and_unfinished():
@@ -118,13 +122,12 @@ def drive_protocol_only(options: CompareOptions, out: Path, skip: set):
     executor = ProtocolOnly()
     with pytest.raises(AttributeError):
         executor.anything_else = 1  # the driver can read nothing the class does not declare
-    return drive(planned, units, executor, options, out, highlight=False, progress=None, keep_rows=False,
-                 html=False)  # fmt: skip
+    return drive(planned, units, executor, options, out, formats=NO_PAGE, progress=None, keep_rows=False)
 
 
 def test_a_protocol_only_executor_writes_the_local_compares_reports(scenario, tmp_path):
     options = CompareOptions(scenario.target, scenario.golden_fx, jobs=1)
-    run_compare(options, tmp_path / "local", html=False)
+    run_compare(options, tmp_path / "local", formats=NO_PAGE)
     done = drive_protocol_only(options, tmp_path / "driven", set())
     local, driven = report_files(tmp_path / "local"), report_files(tmp_path / "driven")
     assert len(local) >= 4 and any("rank1" in name for name in local)  # both ranks' CSV, unmatched, summary
@@ -135,7 +138,7 @@ def test_a_protocol_only_executor_writes_the_local_compares_reports(scenario, tm
 
 def test_a_rank_the_executor_did_not_finish_gets_no_reports(scenario, tmp_path):
     options = CompareOptions(scenario.target, scenario.golden_fx, jobs=1)
-    run_compare(options, tmp_path / "local", html=False)
+    run_compare(options, tmp_path / "local", formats=NO_PAGE)
     done = drive_protocol_only(options, tmp_path / "driven", {1})
     local, driven = report_files(tmp_path / "local"), report_files(tmp_path / "driven")
     assert driven and not any("rank1" in name for name in driven)

@@ -20,6 +20,7 @@ from openpyxl.utils import get_column_letter
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.compare.report.table import NAN_INF_COLUMNS, STATISTICS_COLUMNS, number
+from tcmp.compare.report.writers import ReportChoice, chosen_formats
 from tcmp.schemas.synth.faults import Fault, FaultKind
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
@@ -39,8 +40,8 @@ def scenario(tmp_path_factory):
 
 
 def compare(scenario, out: Path, mode: DataMode):
-    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx, mode=mode), out, highlight=True,
-                            keep_rows=True)  # fmt: skip
+    result, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx, mode=mode), out,
+                            formats=chosen_formats(ReportChoice(highlight=True)), keep_rows=True)  # fmt: skip
     report = result.ranks[0].report
     return result, report
 

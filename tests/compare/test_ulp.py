@@ -21,7 +21,7 @@ import pytest
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.judge.metrics import NA, Mode, tensor_metrics
 from tcmp.compare.judge.verdict import Result, Thresholds, judge_tensor
-from tcmp.compare.report.console import legend
+from tcmp.compare.report.legend import legend
 from tcmp.compare.report.outcome import CompareOptions
 from tcmp.compare.report.table import columns
 from tcmp.compare.rules.ulp import RULE

@@ -17,13 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcmp.schemas.formats import (
-    UNCONVERTED_PREFIX,
-    Format,
-    NdTensor,
-    format_name,
-    to_nd,
-)
+from tcmp.schemas.device_layouts import UNCONVERTED_PREFIX, NdTensor
+from tcmp.schemas.formats import Format, format_name, to_nd
 from tcmp.schemas.synth.pack import pack
 
 DTYPES = [np.float16, np.float32, ml_dtypes.bfloat16, np.int8]

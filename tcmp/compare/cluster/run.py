@@ -6,6 +6,7 @@ files; the result says so."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -27,7 +28,7 @@ from tcmp.compare.execute.executor import NotCompared
 from tcmp.compare.execute.progress import ProgressCallback
 from tcmp.compare.records import CompareError
 from tcmp.compare.report.outcome import CompareOptions, CompareResult
-from tcmp.compare.report.writers import PREFIX
+from tcmp.compare.report.writers import DEFAULT_FORMATS, PREFIX, HtmlPage, ReportFile
 from tcmp.schemas.source_hash import code_hash
 
 
@@ -53,10 +54,9 @@ def run_cluster_compare(
     address: str,
     output_dir: Optional[Path] = None,
     *,
-    highlight: bool = False,
+    formats: Sequence[type[ReportFile]] = DEFAULT_FORMATS,
     progress: Optional[ProgressCallback] = None,
     keep_rows: bool = False,
-    html: bool = True,
 ) -> ClusterCompare:
     """Compare on the Ray cluster at `address` (cluster.connected). Raises CompareError when it cannot run at all
     (no node can compare, two copies of a rank differ, a node runs another tcmp)."""
@@ -69,12 +69,13 @@ def run_cluster_compare(
         check_versions(inventories, tcmp.__version__, code_hash())
         plan = plan_cluster(inventories, compare_id)
         units = [RemoteUnit(place.rank, k) for place in plan.ranks for k in range(place.units)]
+        html = HtmlPage in formats
         bindings = rank_bindings(options, plan) if html and output_dir is not None else ()
         planned = PlannedCompare(tuple(p.rank for p in plan.ranks), plan.golden_kind, plan.golden_fused, plan.notes,
                                  plan.directory_items, bindings, plan.summary_only_dirs, plan.dirs)  # fmt: skip
         executor = RayExecutor(plan, nodes, options)
-        done = drive(planned, units, executor, options, output_dir, highlight=highlight, progress=progress,
-                     keep_rows=keep_rows, html=html)  # fmt: skip
+        done = drive(planned, units, executor, options, output_dir, formats=formats, progress=progress,
+                     keep_rows=keep_rows)  # fmt: skip
     result = done.result
     not_compared = (*(NotCompared(None, why) for why in plan.uncompared), *done.unfinished)
     placed = {p.rank: [plan.names.get(n, n) for n in p.nodes] for p in plan.ranks}

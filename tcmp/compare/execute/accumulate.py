@@ -15,7 +15,7 @@ from tcmp.compare.judge.ranking import worst as worst_rows
 from tcmp.compare.judge.rows import Row
 from tcmp.compare.records import Unmatched
 from tcmp.compare.report.outcome import UNREADABLE_KEPT, CompareResult, Counts, Divergence, RankResult, UnmatchedBatch
-from tcmp.compare.report.writers import ReportSet
+from tcmp.compare.report.writers import ReportFile, ReportSet
 from tcmp.schemas.dump_tree import in_rank_directory
 
 
@@ -75,20 +75,18 @@ class ResultStream:
         ranks: tuple[Optional[int], ...],
         output_dir: Optional[Path],
         mode: Mode,
-        highlight: bool,
+        formats: Sequence[type[ReportFile]],
         keep_rows: bool,
-        html: bool = True,
         bindings: Sequence[Binding] = (),
     ) -> None:
-        """`bindings`: whose graphs the HTML pages draw (report.ReportSet)."""
+        """`formats`: the report files to write (`writers.chosen_formats`); `bindings`: whose graphs the HTML pages
+        draw (report.ReportSet)."""
         self.ranks, self.keep_rows = ranks, keep_rows
         # `_rank{R}` names a rank its dump names; one rank of a dump without rank directories (its device) none
         rank_in_names = (
             len(ranks) > 1 or not bindings or any(in_rank_directory(d.path) for b in bindings for d in b.target_dirs)
         )
-        self.reports = (
-            ReportSet(output_dir, mode, highlight, html, bindings, rank_in_names) if output_dir is not None else None
-        )
+        self.reports = ReportSet(output_dir, mode, formats, bindings, rank_in_names) if output_dir is not None else None
         self.accumulators: dict[Optional[int], RankAccumulator] = {}
         try:
             for rank in ranks:

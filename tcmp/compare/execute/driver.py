@@ -17,6 +17,7 @@ from tcmp.compare.execute.progress import ProgressCallback, ProgressTracker
 from tcmp.compare.judge.metrics import Mode, fused_loop_built
 from tcmp.compare.records import Unmatched
 from tcmp.compare.report.outcome import CompareOptions, CompareResult, DataMode, UnmatchedBatch
+from tcmp.compare.report.writers import ReportFile
 
 
 @dataclass(frozen=True)
@@ -80,15 +81,14 @@ def drive(
     options: CompareOptions,
     output_dir: Optional[Path],
     *,
-    highlight: bool,
+    formats: Sequence[type[ReportFile]],
     progress: Optional[ProgressCallback],
     keep_rows: bool,
-    html: bool,
 ) -> Driven:
     """Run `units` on `executor` and stream their rows into the reports (with `output_dir`: files there, renamed
     into place only when the compare completes; removed when it raises)."""
     mode, reason = resolve_mode(options.mode, planned.summary_only_dirs, planned.dirs)
-    stream = ResultStream(planned.ranks, output_dir, mode, highlight, keep_rows, html, planned.bindings)
+    stream = ResultStream(planned.ranks, output_dir, mode, formats, keep_rows, planned.bindings)
     try:
         add_directory_items(stream, planned.directory_items, keep_rows)
         tracker = ProgressTracker(len(units), progress, executor.progress_queue)

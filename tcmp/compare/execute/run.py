@@ -15,6 +15,7 @@ from tcmp.compare.execute.progress import ProgressCallback
 from tcmp.compare.execute.units import out_of_scope, plan_bindings
 from tcmp.compare.records import Role, Unmatched
 from tcmp.compare.report.outcome import CompareOptions, CompareResult, UnmatchedBatch
+from tcmp.compare.report.writers import DEFAULT_FORMATS, ReportFile
 from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS
 
@@ -29,14 +30,13 @@ def run_compare(
     options: CompareOptions,
     output_dir: Optional[Path] = None,
     *,
-    highlight: bool = False,
+    formats: Sequence[type[ReportFile]] = DEFAULT_FORMATS,
     progress: Optional[ProgressCallback] = None,
     keep_rows: bool = False,
     workers: Optional[Workers] = None,
-    html: bool = True,
 ) -> tuple[CompareResult, CompareInputs]:
-    """Run a compare and, with `output_dir`, stream its report files there (see tcmp.compare.report.writers; `html`: the
-    HTML page too). With `options.jobs` > 1, on `workers` (`compare_workers`) or on workers of its own.
+    """Run a compare and, with `output_dir`, stream its report files there (`formats`, see
+    tcmp.compare.report.writers). With `options.jobs` > 1, on `workers` (`compare_workers`) or on workers of its own.
     `progress(done, units)` is told how many units (tokens of a graph) are done, counting the share of its pairs
     each unit under way has compared.
 
@@ -44,19 +44,18 @@ def run_compare(
     `keep_rows` keeps every row and unmatched item in the result (for tests and library users; the CLI streams).
     """
     if workers is not None or options.jobs < 2:
-        return _run(options, output_dir, highlight, progress, keep_rows, workers, html)
+        return _run(options, output_dir, formats, progress, keep_rows, workers)
     with compare_workers(options.jobs) as started:
-        return _run(options, output_dir, highlight, progress, keep_rows, started, html)
+        return _run(options, output_dir, formats, progress, keep_rows, started)
 
 
 def _run(
     options: CompareOptions,
     output_dir: Optional[Path],
-    highlight: bool,
+    formats: Sequence[type[ReportFile]],
     progress: Optional[ProgressCallback],
     keep_rows: bool,
     workers: Optional[Workers],
-    html: bool = True,
 ) -> tuple[CompareResult, CompareInputs]:
     inputs = collect_inputs(options)
     units, orphans_after = plan_bindings(inputs.bindings, inputs)
@@ -67,8 +66,7 @@ def _run(
         return orphans_batch(orphans_after.get(number, ()), inputs, keep_rows)
 
     executor = LocalPool(workers, options.jobs, listed_after)
-    done = drive(planned, units, executor, options, output_dir, highlight=highlight, progress=progress,
-                 keep_rows=keep_rows, html=html)  # fmt: skip
+    done = drive(planned, units, executor, options, output_dir, formats=formats, progress=progress, keep_rows=keep_rows)
     return done.result, inputs
 
 

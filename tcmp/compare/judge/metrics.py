@@ -23,8 +23,9 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Optional, Union
 
 import ml_dtypes
@@ -82,14 +83,19 @@ class Mode(str, enum.Enum):
 
 @dataclass(frozen=True)
 class TensorMetrics:
-    cosine: Cell
-    euc_dist: Cell
-    max_abs_err: Cell
-    max_relative_err: Cell
-    one_thousandth: Cell
-    five_thousandths: Cell
-    max_ulp_err: Cell  # in ulps of `ulp_unit`; NA where the pair has none (ints, float8) or nothing was compared
-    messages: tuple[str, ...]
+    """The cells of a tensor-mode row. The fields with a "column" in their metadata are the table's metric
+    columns, in this order, under that name (`TENSOR_CELLS`, `cells`), and `NA` wherever a pair does not compute
+    them: a new metric column is its field here and its computation."""
+
+    cosine: Cell = field(default=NA, metadata={"column": "Cosine"})
+    euc_dist: Cell = field(default=NA, metadata={"column": "EucDist"})
+    max_abs_err: Cell = field(default=NA, metadata={"column": "MaxAbsErr"})
+    max_relative_err: Cell = field(default=NA, metadata={"column": "MaxRelativeErr"})
+    one_thousandth: Cell = field(default=NA, metadata={"column": "One Thousandth Err Ratio"})
+    five_thousandths: Cell = field(default=NA, metadata={"column": "Five Thousandth Err Ratio"})
+    # in ulps of `ulp_unit`; NA where the pair has none (ints, float8) or nothing was compared
+    max_ulp_err: Cell = field(default=NA, metadata={"column": "MaxUlpErr"})
+    messages: tuple[str, ...] = ()
     ulp_unit: Optional[UlpTolerance] = None
     ulp_carried: bool = False  # `ulp_unit` is the precision a widening cast's input carried, narrower than both sides
     nan_inf_mismatch: bool = False  # NaN/inf at different positions (or on one side only)
@@ -101,21 +107,17 @@ class TensorMetrics:
     @property
     def cells(self) -> tuple[Cell, ...]:
         """The metric cells, in the order of `TENSOR_CELLS`."""
-        return (
-            self.cosine, self.euc_dist, self.max_abs_err, self.max_relative_err, self.one_thousandth,
-            self.five_thousandths, self.max_ulp_err,
-        )  # fmt: skip
+        return _metric_cells(self)
 
 
+_METRIC_FIELDS = tuple(f for f in fields(TensorMetrics) if "column" in f.metadata)
+_metric_cells = operator.attrgetter(*(f.name for f in _METRIC_FIELDS))
 # The column names of `TensorMetrics.cells`, in that order (the table's tensor-mode metric columns).
-TENSOR_CELLS = (
-    "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandth Err Ratio",
-    "MaxUlpErr",
-)  # fmt: skip
+TENSOR_CELLS: tuple[str, ...] = tuple(f.metadata["column"] for f in _METRIC_FIELDS)
 
 
 def _all_na(messages: Sequence[str], **flags: bool) -> TensorMetrics:
-    return TensorMetrics(*(NA,) * len(TENSOR_CELLS), messages=tuple(messages), **flags)
+    return TensorMetrics(messages=tuple(messages), **flags)
 
 
 def _numeric(array: np.ndarray) -> np.ndarray:
@@ -358,13 +360,17 @@ def _from_sums(
     ulps: Cell = NA if unit is None else s.max_ulps
     if size == 1:
         messages.append("Single element: Cosine, EucDist and the error ratios are not computed.")
-        return TensorMetrics(NA, NA, max_abs, max_rel, NA, NA, ulps, tuple(messages), unit, carried, stats=stats)
+        return TensorMetrics(
+            max_abs_err=max_abs, max_relative_err=max_rel, max_ulp_err=ulps, messages=tuple(messages), ulp_unit=unit,
+            ulp_carried=carried, stats=stats,
+        )  # fmt: skip
     one, five = fmt(s.below_one / size), fmt(s.below_five / size)
     cosine, distance, both_zero = _cosine(s.dot, s.npu_squares, s.bench_squares, messages)
     euc = math.sqrt(s.diff_squares)
     return TensorMetrics(
-        cosine, euc, max_abs, max_rel, one, five, ulps, tuple(messages), unit, carried, both_zero=both_zero,
-        stats=stats, cosine_distance=distance,
+        cosine=cosine, euc_dist=euc, max_abs_err=max_abs, max_relative_err=max_rel, one_thousandth=one,
+        five_thousandths=five, max_ulp_err=ulps, messages=tuple(messages), ulp_unit=unit, ulp_carried=carried,
+        both_zero=both_zero, stats=stats, cosine_distance=distance,
     )  # fmt: skip
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
-from tcmp.compare.judge.metrics import NA, Cell, StatDiff, StatisticsMetrics, TensorMetrics
+from tcmp.compare.judge.metrics import NA, Cell, Mode, StatDiff, StatisticsMetrics, TensorMetrics
 from tcmp.compare.rules.ulp import RULE, StatValues, UlpTolerance
 
 
@@ -26,21 +26,49 @@ class Colour(str, enum.Enum):
     GREEN = "green"
 
 
+def _limit(default: float, bounds: str, *modes: Mode, option: Optional[str] = None) -> Any:
+    """A threshold: what it bounds (the README's tolerance table says it), in which modes, and its CLI option."""
+    return field(default=default, metadata={"bounds": bounds, "modes": modes, "option": option})
+
+
 @dataclass(frozen=True)
 class Thresholds:
-    cosine: float = 0.99  # tensor PASS: Cosine >= this ...
-    max_relative_err: float = 0.01  # ... and MaxRelativeErr < this
+    """Every tolerance of the verdicts but the rounding-noise rule's (`ulp.RULE`): the console legend, the HTML
+    page and the README's tolerance table (`report.legend`) are rendered from these fields."""
+
+    cosine: float = _limit(0.99, "Result PASS needs Cosine >= this", Mode.TENSOR, option="--cosine")
+    max_relative_err: float = _limit(
+        0.01, "Result PASS needs MaxRelativeErr < this", Mode.TENSOR, option="--max-rel-err"
+    )
     # msprobe's legacy "Accuracy Reached" rule
-    legacy_cosine: float = 0.99
-    legacy_max_abs_err: float = 0.001
-    legacy_cosine_floor: float = 0.9
-    legacy_max_abs_err_ceiling: float = 1.0
+    legacy_cosine: float = _limit(
+        0.99, "Accuracy Reached is No when Cosine < this and MaxAbsErr > legacy_max_abs_err", Mode.TENSOR
+    )
+    legacy_max_abs_err: float = _limit(
+        0.001, "Accuracy Reached is No when MaxAbsErr > this and Cosine < legacy_cosine", Mode.TENSOR
+    )
+    legacy_cosine_floor: float = _limit(0.9, "Accuracy Reached needs Cosine >= this", Mode.TENSOR)
+    legacy_max_abs_err_ceiling: float = _limit(1.0, "Accuracy Reached needs MaxAbsErr <= this", Mode.TENSOR)
     # statistics mode
-    stats_relative_err: float = 0.01  # Norm/Max/Min relative errors must stay within this (1 %)
-    stats_small_fraction: float = 1e-3  # a bench stat below this x max(|max|, |min|) is judged by absolute diff
-    stats_accuracy_norm: float = 0.5  # Accuracy Reached: NormRelativeErr <= 50 %
+    stats_relative_err: float = _limit(
+        0.01,
+        "Result PASS needs NormRelativeErr, MaxRelativeErr and MinRelativeErr <= this",
+        Mode.STATISTICS,
+        option="--stats-rel-err",
+    )
+    stats_small_fraction: float = _limit(
+        1e-3,
+        "a bench stat below this x max(|max|, |min|) is judged by its difference, within this x that",
+        Mode.STATISTICS,
+    )
+    stats_accuracy_norm: float = _limit(0.5, "Accuracy Reached needs NormRelativeErr <= this", Mode.STATISTICS)
     # highlight: output error >= this x its inputs' (msprobe's order-of-magnitude rule)
-    magnitude_factor: float = 10.0
+    magnitude_factor: float = _limit(
+        10.0,
+        "a PASS is yellow when its output error is >= this x its inputs' (msprobe's order-of-magnitude rule)",
+        Mode.TENSOR,
+        Mode.STATISTICS,
+    )
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from rich.text import Text
 from tcmp.compare.collect.inputs import CompareInputs
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.rows import Row, TensorStats
-from tcmp.compare.judge.verdict import Colour, Result, Thresholds
+from tcmp.compare.judge.verdict import Colour, Result
+from tcmp.compare.report.legend import legend
 from tcmp.compare.report.outcome import CompareResult, Counts, Divergence, RankResult
 from tcmp.compare.report.table import message, number
-from tcmp.compare.rules.ulp import RULE
 from tcmp.schemas.display import escape
 
 WORST_SHOWN = 5
@@ -191,39 +191,6 @@ def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
         say(console, f"  summary: {escape(str(report.summary))}")
         if report.html is not None:
             say(console, f"  page: {escape(str(report.html))}")
-
-
-def legend(mode: Mode, t: Thresholds) -> list[str]:
-    """What Result, "Accuracy Reached or Not" and the colours mean (docs/decisions.md, "Verdicts",
-    "Colours"), with the thresholds of this compare; the README says the same."""
-    if mode is Mode.TENSOR:
-        rules = [
-            f"Result (tcmp's rule): PASS when Cosine >= {t.cosine:g} and MaxRelativeErr < {t.max_relative_err:g}. "
-            f"Accuracy Reached or Not (msprobe's legacy rule): Yes when Cosine >= {t.legacy_cosine_floor:g}, "
-            f"MaxAbsErr <= {t.legacy_max_abs_err_ceiling:g}, and not both Cosine < {t.legacy_cosine:g} and "
-            f"MaxAbsErr > {t.legacy_max_abs_err:g}.",
-            RULE.text(),
-        ]
-    elif mode is Mode.STATISTICS:
-        rules = [
-            f"Result (tcmp's rule): PASS when NormRelativeErr, MaxRelativeErr and MinRelativeErr are <= "
-            f"{t.stats_relative_err:g} (a stat tiny against the tensor's range: its difference within "
-            f"{t.stats_small_fraction:g} of the range) and no NaN/inf is on one side only. Accuracy Reached or Not "
-            f"(msprobe's rule): Yes when NormRelativeErr <= {t.stats_accuracy_norm:g} and no NaN/inf is on one "
-            "side only.",
-            RULE.text(),
-        ]
-    else:
-        return ["Result: PASS when both CRC-32 are equal; Accuracy Reached or Not says the same."]
-    return [
-        *rules,
-        "They differ when an error lies between the two limits: FAIL/Yes is a small but real error - where an "
-        "error starts is often FAIL/Yes, what it spreads to FAIL/No.",
-        "Colours (the HTML report, the --highlight xlsx, the worst rows above): red = FAIL/No, or NaN/inf on one "
-        "side only; "
-        f"yellow = FAIL/Yes (look closer), not compared (N/A), or a PASS whose output error is >= "
-        f"{t.magnitude_factor:g}x its inputs'; green = PASS.",
-    ]
 
 
 def print_plan(console: Console, inputs: CompareInputs, seconds: float, jobs: int) -> None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import ClassVar, Optional
 
 from tcmp.compare.collect.inputs import Binding
 from tcmp.compare.judge.metrics import Mode
@@ -43,12 +43,157 @@ class WrittenReport:
     html: Optional[Path] = None
 
 
-_SUFFIXES = (".csv", "_unmatched.csv", "_summary.json", "_report.html", ".xlsx")
+@dataclass(frozen=True)
+class ReportChoice:
+    """Which of the optional report files the command line asks for."""
+
+    highlight: bool = False  # --highlight: the xlsx
+    html: bool = True  # not --no-html: the page
 
 
-def _free_stem(directory: Directory, stem: str) -> str:
+@dataclass(frozen=True)
+class RankEnd:
+    """What a rank's files are finished with: the compare's result, the rank's, its summary (the JSON's content,
+    which the page embeds) and the graphs its page draws."""
+
+    result: CompareResult
+    rank: RankResult
+    summary: dict
+    graphs: list
+
+
+class ReportFile:
+    """One report file of a rank, written under a temporary name while rows stream in. A subclass declares its
+    `key` (its name in the summary's "files" and in `WrittenReport`), its file name `suffix`, and when a compare
+    writes it (`written`); `FORMATS` lists them all."""
+
+    key: ClassVar[str]
+    suffix: ClassVar[str]
+
+    @staticmethod
+    def written(choice: ReportChoice) -> bool:
+        return True
+
+    def __init__(self, temp: Temporary, mode: Mode) -> None:
+        self.temp, self.mode = temp, mode
+
+    def add_rows(self, rows: RenderedRows) -> None:
+        """Rendered rows, in table order."""
+
+    def add_unmatched(self, csv_text: str) -> None:
+        """Unmatched items rendered by `table.render_unmatched`."""
+
+    def finish(self, end: RankEnd) -> None:
+        """The file completed and closed (not yet renamed into place)."""
+        self.temp.close()
+
+    def discard(self) -> None:
+        self.temp.discard()
+
+
+class TableCsv(ReportFile):
+    key, suffix = "csv", ".csv"
+
+    def __init__(self, temp: Temporary, mode: Mode) -> None:
+        super().__init__(temp, mode)
+        self._handle = temp.text(newline="")
+        csv.writer(self._handle).writerow(columns(mode))
+
+    def add_rows(self, rows: RenderedRows) -> None:
+        self._handle.write(rows.csv_text)  # the CSV writer's own text: the bytes `csv.writer` would write
+
+
+class UnmatchedCsv(ReportFile):
+    key, suffix = "unmatched", "_unmatched.csv"
+
+    def __init__(self, temp: Temporary, mode: Mode) -> None:
+        super().__init__(temp, mode)
+        self._handle = temp.text(newline="")
+        csv.writer(self._handle).writerow(UNMATCHED_COLUMNS)
+
+    def add_unmatched(self, csv_text: str) -> None:
+        self._handle.write(csv_text)
+
+
+class SummaryJson(ReportFile):
+    key, suffix = "summary", "_summary.json"
+
+    def finish(self, end: RankEnd) -> None:
+        with self.temp.text() as out:
+            out.write(json.dumps(end.summary, indent=2, ensure_ascii=False))
+
+
+class HighlightedXlsx(ReportFile):
+    key, suffix = "xlsx", ".xlsx"
+
+    @staticmethod
+    def written(choice: ReportChoice) -> bool:
+        return choice.highlight
+
+    def __init__(self, temp: Temporary, mode: Mode) -> None:
+        super().__init__(temp, mode)
+        self._xlsx: Optional[XlsxStream] = XlsxStream(temp.binary(), mode)
+
+    def add_rows(self, rows: RenderedRows) -> None:
+        assert self._xlsx is not None
+        for cells, colour in zip(rows.cells(), rows.colours):  # its rows go to xlsxwriter's own temporaries
+            self._xlsx.add(cells, colour)
+
+    def finish(self, end: RankEnd) -> None:
+        xlsx, self._xlsx = self._xlsx, None
+        if xlsx is not None:
+            xlsx.close()
+        self.temp.close()
+
+    def discard(self) -> None:
+        if self._xlsx is not None:
+            self._xlsx.discard()
+        self.temp.discard()
+
+
+class HtmlPage(ReportFile):
+    key, suffix = "html", "_report.html"
+
+    @staticmethod
+    def written(choice: ReportChoice) -> bool:
+        return choice.html
+
+    def __init__(self, temp: Temporary, mode: Mode) -> None:
+        super().__init__(temp, mode)
+        self._page: Optional[PageWriter] = PageWriter(mode)
+
+    def add_rows(self, rows: RenderedRows) -> None:
+        if self._page is not None:
+            self._page.add_rows(rows)
+
+    def add_unmatched(self, csv_text: str) -> None:
+        if self._page is not None:
+            self._page.add_unmatched(csv_text)
+
+    def finish(self, end: RankEnd) -> None:
+        page, self._page = self._page, None  # its rows are in the file: not kept while the next rank's page is written
+        if page is not None:
+            with self.temp.text() as out:
+                page.finish(out, end.result, end.rank, end.summary, end.graphs)
+
+
+# Every report file, in the order of the summary's "files" (a new format: its ReportFile subclass, and its entry).
+FORMATS: tuple[type[ReportFile], ...] = (TableCsv, UnmatchedCsv, SummaryJson, HighlightedXlsx, HtmlPage)
+
+
+def chosen_formats(choice: ReportChoice) -> tuple[type[ReportFile], ...]:
+    """The report files a compare with `choice` writes."""
+    return tuple(f for f in FORMATS if f.written(choice))
+
+
+DEFAULT_FORMATS = chosen_formats(ReportChoice())
+
+
+def _free_stem(directory: Directory, stem: str, formats: Sequence[type[ReportFile]]) -> str:
+    """`stem`, or `stem_N`, such that no report file of any format exists under it (never overwrite a report)."""
+    suffixes = {f.suffix for f in (*FORMATS, *formats)}
     candidate, n = stem, 0
-    while any(directory.exists(f"{candidate}{suffix}") for suffix in _SUFFIXES):
+    while any(directory.exists(f"{candidate}{suffix}") for suffix in suffixes):
         n += 1
         candidate = f"{stem}_{n}"
     return candidate
@@ -59,73 +204,53 @@ class RankWriter:
     names until `ReportSet.finish` renames them."""
 
     def __init__(
-        self, directory: Directory, stem: str, rank: Optional[int], mode: Mode, highlight: bool, html: bool = True
+        self, directory: Directory, stem: str, rank: Optional[int], mode: Mode, formats: Sequence[type[ReportFile]]
     ) -> None:
-        self.rank, self.mode = rank, mode
-        self.final = {
-            "csv": directory.path / f"{stem}.csv",
-            "unmatched": directory.path / f"{stem}_unmatched.csv",
-            "summary": directory.path / f"{stem}_summary.json",
-        }
-        if highlight:
-            self.final["xlsx"] = directory.path / f"{stem}.xlsx"
-        if html:
-            self.final["html"] = directory.path / f"{stem}_report.html"
-        self.temp: dict[str, Temporary] = {}
-        for key in self.final:  # readable as the umask allows, not 0600
-            self.temp[key] = directory.temporary()
-        self._csv_handle = self.temp["csv"].text(newline="")
-        self._csv = csv.writer(self._csv_handle)
-        self._csv.writerow(columns(mode))
-        self._unmatched_handle = self.temp["unmatched"].text(newline="")
-        self._unmatched = csv.writer(self._unmatched_handle)
-        self._unmatched.writerow(UNMATCHED_COLUMNS)
-        self._xlsx = XlsxStream(self.temp["xlsx"].binary(), mode) if highlight else None
-        self.page = PageWriter(mode) if html else None
+        self.rank, self.mode, self.stem = rank, mode, stem
+        self.final = {f.key: directory.path / f"{stem}{f.suffix}" for f in formats}
+        self.files: list[ReportFile] = []
+        for f in formats:
+            temp = directory.temporary()  # readable as the umask allows, not 0600
+            try:
+                self.files.append(f(temp, mode))
+            except BaseException:  # a package the page needs is missing: no temporary left behind
+                temp.discard()
+                self.discard()
+                raise
 
     def add_rows(self, rows: RenderedRows) -> None:
-        """Rendered rows, in table order (the CSV writer's own text: the bytes `csv.writer` would write)."""
-        try:
-            self._csv_handle.write(rows.csv_text)
-        except OSError as exc:
-            raise self._failed(exc, "csv") from exc
-        if self._xlsx is not None:
+        """Rendered rows, in table order."""
+        for f in self.files:
             try:
-                for cells, colour in zip(rows.cells(), rows.colours):
-                    self._xlsx.add(cells, colour)
-            except OSError as exc:  # its rows go to xlsxwriter's own temporaries
-                raise self._failed(exc, "xlsx") from exc
-        if self.page is not None:
-            self.page.add_rows(rows)
+                f.add_rows(rows)
+            except OSError as exc:
+                raise self._failed(exc, f.key) from exc
 
     def add_unmatched(self, csv_text: str) -> None:
         """Unmatched items rendered by `table.render_unmatched`."""
-        try:
-            self._unmatched_handle.write(csv_text)
-        except OSError as exc:
-            raise self._failed(exc, "unmatched") from exc
-        if self.page is not None:
-            self.page.add_unmatched(csv_text)
+        for f in self.files:
+            try:
+                f.add_unmatched(csv_text)
+            except OSError as exc:
+                raise self._failed(exc, f.key) from exc
 
-    def close(self, summary: Optional[dict]) -> None:
-        """Everything but the page written and closed; a write that fails (a full disk) raises a WriteError
-        naming the report file it was for."""
-        key = "csv"
-        try:
-            self.temp[key].close()
-            key = "unmatched"
-            self.temp[key].close()
-            if self._xlsx is not None:
-                key, xlsx, self._xlsx = "xlsx", self._xlsx, None
-                xlsx.close()
-                self.temp[key].close()
-            if summary is not None:
-                key = "summary"
-                summary["files"] = {name: str(path) for name, path in self.final.items()}
-                with self.temp[key].text() as out:
-                    out.write(json.dumps(summary, indent=2, ensure_ascii=False))
-        except OSError as exc:
-            raise self._failed(exc, key) from exc
+    def finish(self, end: RankEnd) -> None:
+        """Every file written and closed; a write that fails (a full disk) raises a WriteError naming the report
+        file it was for."""
+        end.summary["files"] = {key: str(path) for key, path in self.final.items()}
+        for f in self.files:
+            try:
+                f.finish(end)
+            except OSError as exc:
+                raise self._failed(exc, f.key) from exc
+
+    def publish(self) -> None:
+        for f in self.files:
+            f.temp.publish(self.final[f.key].name)
+
+    def discard(self) -> None:
+        for f in self.files:
+            f.discard()
 
     def _failed(self, exc: OSError, key: str) -> WriteError:
         """`exc` named by the report it happened to (a write error names no file), and what became of them."""
@@ -144,15 +269,16 @@ class ReportSet:
     interrupted or failed compare leaves no report that looks complete (and never overwrites an earlier one)."""
 
     def __init__(
-        self, output_dir: Path, mode: Mode, highlight: bool, html: bool = True, bindings: Sequence[Binding] = (),
-        rank_in_names: bool = True,
+        self, output_dir: Path, mode: Mode, formats: Sequence[type[ReportFile]] = DEFAULT_FORMATS,
+        bindings: Sequence[Binding] = (), rank_in_names: bool = True,
     ) -> None:  # fmt: skip
-        """`bindings`: the compare's, whose graphs give the HTML page its edges (no graph file is read again).
+        """`formats`: the files to write (`chosen_formats`; the CSV, unmatched CSV and summary always).
+        `bindings`: the compare's, whose graphs give the HTML page its edges (no graph file is read again).
         `rank_in_names`: the file names carry `_rank{R}` (not for one rank of a dump without rank directories)."""
         self.rank_in_names = rank_in_names
         self.directory = Directory(Path(output_dir), create=True)
         self.stale_removed = self.directory.remove_stale_temporaries()  # of compares killed before they finished
-        self.mode, self.highlight, self.html = mode, highlight, html
+        self.mode, self.formats = mode, tuple(formats)
         self.bindings = tuple(bindings)
         self.stamp = time.strftime("%Y%m%d%H%M%S")
         self.writers: dict[Optional[int], RankWriter] = {}
@@ -160,30 +286,20 @@ class ReportSet:
     def writer(self, rank: Optional[int]) -> RankWriter:
         named = rank is not None and self.rank_in_names
         base = f"{PREFIX}_rank{rank}_{self.stamp}" if named else f"{PREFIX}_{self.stamp}"
-        taken = {w.final["csv"].stem for w in self.writers.values()}
-        stem = _free_stem(self.directory, base)
+        taken = {w.stem for w in self.writers.values()}
+        stem = _free_stem(self.directory, base, self.formats)
         while stem in taken:
-            stem = _free_stem(self.directory, f"{stem}_")
-        self.writers[rank] = RankWriter(self.directory, stem, rank, self.mode, self.highlight, self.html)
+            stem = _free_stem(self.directory, f"{stem}_", self.formats)
+        self.writers[rank] = RankWriter(self.directory, stem, rank, self.mode, self.formats)
         return self.writers[rank]
 
     def finish(self, result: CompareResult) -> dict[Optional[int], WrittenReport]:
         for rank in result.ranks:
-            writer = self.writers[rank.rank]
-            summary = summary_json(result, rank)
-            writer.close(summary)
-            if writer.page is not None:
-                graphs = [b.graph for b in self.bindings if b.rank == rank.rank]
-                try:
-                    with writer.temp["html"].text() as page:
-                        writer.page.finish(page, result, rank, summary, graphs)
-                except OSError as exc:
-                    raise writer._failed(exc, "html") from exc
-                writer.page = None  # its rows are in the file: not kept while the next rank's page is written
+            graphs = [b.graph for b in self.bindings if b.rank == rank.rank]
+            self.writers[rank.rank].finish(RankEnd(result, rank, summary_json(result, rank), graphs))
         pause_for_tests()
         for writer in self.writers.values():
-            for key, temp in writer.temp.items():
-                temp.publish(writer.final[key].name)
+            writer.publish()
         self.directory.close()
         return {rank: writer.report() for rank, writer in self.writers.items()}
 
@@ -191,19 +307,12 @@ class ReportSet:
         """Drop one rank's files (a rank that could not be finished): its temporary files removed."""
         writer = self.writers.pop(rank, None)
         if writer is not None:
-            _abort_writer(writer)
+            writer.discard()
 
     def abort(self) -> None:
         for writer in self.writers.values():
-            _abort_writer(writer)
+            writer.discard()
         self.directory.close()
-
-
-def _abort_writer(writer: RankWriter) -> None:
-    if writer._xlsx is not None:
-        writer._xlsx.discard()
-    for temp in writer.temp.values():
-        temp.discard()
 
 
 def _divergence_json(d: Divergence) -> dict:
