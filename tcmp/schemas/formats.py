@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -267,7 +267,7 @@ def _copy_split_axis(dst: np.ndarray, src: np.ndarray, axis: int, start: int, c0
     block, one assignment for all whole blocks, and a partial tail block.
     """
     length = dst.shape[axis]
-    lead = (slice(None),) * axis
+    lead: tuple[Any, ...] = (slice(None),) * axis
     j = 0
     while j < length:
         block, offset = divmod(start + j, c0)
@@ -323,7 +323,7 @@ def _copy_runs(dst: np.ndarray, src: np.ndarray) -> None:
     if dst.nbytes < _PARALLEL_MIN_BYTES or _COPY_THREADS < 2 or axis is None:
         _assign_tiled(dst, src)
         return
-    lead = (slice(None),) * axis
+    lead: tuple[Any, ...] = (slice(None),) * axis
     cuts = [dst.shape[axis] * k // _COPY_THREADS for k in range(_COPY_THREADS + 1)]
     parts = [(dst[(*lead, slice(a, b))], src[(*lead, slice(a, b))]) for a, b in zip(cuts, cuts[1:])]
     errors: list[BaseException] = []
@@ -421,6 +421,7 @@ def _match_layouts(
 ) -> Optional[_Match]:
     """First layout (in preference order) under which `original` produces exactly `device`."""
     c0, ni = device[-1], (device[-2] if len(device) >= 2 else 0)
+    dims: Optional[_Dims]
     for layout in layouts:
         if len(original) == len(layout):
             dims = _dims_from(layout, original)

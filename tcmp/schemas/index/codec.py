@@ -223,7 +223,8 @@ def tensor_summary(row: tuple) -> TensorSummary:
 
 def graph_op(row: tuple) -> GraphOp:
     order, name, op_type, inputs, control, outputs, originals, stack = row
-    return GraphOp.from_fields(order, name, op_type, *map(json.loads, (inputs, control, outputs, originals)), stack)
+    inputs, control, outputs, originals = map(json.loads, (inputs, control, outputs, originals))
+    return GraphOp.from_fields(order, name, op_type, inputs, control, outputs, originals, stack)
 
 
 def rebuild_dump_file(path: Path, side: Side, kind: FileKind, mapped_name: Optional[str], placed: tuple) -> DumpFile:
@@ -239,7 +240,10 @@ def rebuild_dump_file(path: Path, side: Side, kind: FileKind, mapped_name: Optio
         io, index = fx_name.io, fx_name.index
     else:
         stem = hashed_stem(name) if mapped_name is not None else None
-        parsed = resolve_ge_file_name(name, {stem: mapped_name}) if stem is not None else parse_ge_file_name(name)
+        if stem is not None and mapped_name is not None:  # (stem is None where mapped_name is)
+            parsed = resolve_ge_file_name(name, {stem: mapped_name})
+        else:
+            parsed = parse_ge_file_name(name)
         timestamp, io, index = parsed.timestamp, None, None
     return DumpFile(
         side=side,
