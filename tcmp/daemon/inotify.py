@@ -35,6 +35,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
+from watchdog.observers.api import ObservedWatch
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ def _wrap_event_parser() -> bool:
     original = owner.__dict__.get("_parse_event_buffer") if owner is not None else None
     if not isinstance(original, staticmethod):
         return False
+    assert owner is not None  # original came from it
     parse = original.__func__
     overflow = int(inotify_c.InotifyConstants.IN_Q_OVERFLOW)
 
@@ -190,7 +192,7 @@ class Watcher:
         self._observer.daemon = True
         if not _with_attrib_events(self._observer):
             log.debug("no attribute-change events from this watchdog; such changes are found by the reconcile scans")
-        self._watches: dict[str, object] = {}
+        self._watches: dict[str, ObservedWatch] = {}
 
     def start(self) -> None:
         self._observer.start()

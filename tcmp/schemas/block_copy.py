@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -29,7 +29,7 @@ def copy_split_axis(dst: np.ndarray, src: np.ndarray, axis: int, start: int, c0:
     block, one assignment for all whole blocks, and a partial tail block.
     """
     length = dst.shape[axis]
-    lead = (slice(None),) * axis
+    lead: tuple[Any, ...] = (slice(None),) * axis
     j = 0
     while j < length:
         block, offset = divmod(start + j, c0)

@@ -208,6 +208,7 @@ def _match_layouts(
 ) -> Optional[_Match]:
     """First layout (in preference order) under which `original` produces exactly `device`."""
     c0, ni = device[-1], (device[-2] if len(device) >= 2 else 0)
+    dims: Optional[_Dims]
     for layout in layouts:
         if len(original) == len(layout):
             dims = _dims_from(layout, original)

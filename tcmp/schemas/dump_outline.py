@@ -257,7 +257,9 @@ def dump_roots(tree: DumpOutline) -> tuple[DumpTreeRoot, ...]:
     return tuple(sorted(found, key=lambda r: (str(r.path), r.side.value)))
 
 
-def _place_dir(side: Side, directory: Path, fx_token_base: Optional[int]) -> Union[tuple, str]:
+def _place_dir(
+    side: Side, directory: Path, fx_token_base: Optional[int]
+) -> Union[tuple[Optional[int], Optional[int], Optional[str], Optional[str]], str]:
     """(rank, token, model, run) of a directory of `side`'s dump files, or why its FX files have no place."""
     if side is Side.GE:
         rank, step, model, run, _, _ = ge_place(directory.parts)

@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 import numpy as np
 
@@ -223,7 +223,10 @@ def plan_ffts_merge(parts: Sequence[SliceShapes]) -> MergePlan:
         if any(p.outputs[index] is None for p in ordered):
             outputs.append(None)
             continue
-        shapes = tuple(_shaped(p.outputs[index], extents(attr.output_slices, t, index)) for t, p in enumerate(ordered))
+        # cast: every part's output `index` is there (checked above)
+        shapes = tuple(
+            _shaped(cast(Shape, p.outputs[index]), extents(attr.output_slices, t, index)) for t, p in enumerate(ordered)
+        )
         axes = attr.output_cut_axes[index] if index < len(attr.output_cut_axes) else ()
         if not axes:
             outputs.append(TensorPlan(first, shapes[:1], None))
@@ -242,13 +245,13 @@ def plan_ffts_merge(parts: Sequence[SliceShapes]) -> MergePlan:
         per_thread = [extents(attr.input_slices, t, index) for t in range(len(ordered))]
         axis = _input_cut_axis([e for e in per_thread if e is not None]) if all(per_thread) else None
         if axis is None:
-            inputs.append(TensorPlan(first, (base.inputs[index],), None))
+            inputs.append(TensorPlan(first, (cast(Shape, base.inputs[index]),), None))
             continue
-        shapes = tuple(_shaped(p.inputs[index], per_thread[t]) for t, p in enumerate(ordered))
+        shapes = tuple(_shaped(cast(Shape, p.inputs[index]), per_thread[t]) for t, p in enumerate(ordered))
         if _concatenable(shapes, axis):
             inputs.append(TensorPlan(tuple(order), shapes, axis))
         else:
-            inputs.append(TensorPlan(first, (base.inputs[index],), None))
+            inputs.append(TensorPlan(first, (cast(Shape, base.inputs[index]),), None))
             notes.append(f"input {index}: slices do not concatenate; slice 0 only")
     if len(inputs) and not attr.input_slices:
         notes.append("FFTS+ inputs: no per-thread slice information; inputs are those of slice 0")

@@ -253,7 +253,7 @@ def write_atomically(final: Path, data, directory: Optional[Directory] = None, r
     a reader never sees it half written, a failed write leaves nothing behind, and nothing is followed. With
     `directory` (the opened `final.parent`) no path is resolved at all."""
     own = directory is None
-    directory = Directory(final.parent) if own else directory
+    directory = Directory(final.parent) if directory is None else directory
     try:
         temporary = directory.temporary()
         try:

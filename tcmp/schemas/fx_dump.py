@@ -16,7 +16,7 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -317,8 +317,9 @@ def _raise_unless_complete(state: Completeness, path: Path) -> None:
 def _read_plain_array(fp, path: Path, header: NpyHeader) -> FxValue:
     """The payload as an array, from the header already parsed (np.load would parse it again). Big payloads
     are memory-mapped (lazy); small ones read with one call."""
-    order = "F" if header.fortran_order else "C"
+    order: Literal["C", "F"] = "F" if header.fortran_order else "C"
     count = math.prod(header.shape)
+    array: np.ndarray
     if header.data_nbytes and header.data_nbytes >= MMAP_THRESHOLD:
         array = np.memmap(path, header.dtype, mode="r", offset=header.data_offset, shape=header.shape, order=order)
     else:

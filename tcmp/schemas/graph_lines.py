@@ -155,7 +155,7 @@ class LineView:
     def entries(self, block: int) -> list[Entry]:
         lo, hi = self._root if block == ROOT else (self._lo[block], self._hi[block])
         raw, codes, is_open, checked = self.raw, self._code, self._is_open, self._checked
-        out = []
+        out: list[Entry] = []
         for k in range(lo, hi):
             if is_open[k]:
                 out.append((codes[k], True, k, self._at[k]))

@@ -326,12 +326,13 @@ class _Reader:
             self._note(offset, "an attr entry that is not a block; skipped")
             return
         laid_out = self.view.attr_key(payload)  # the printers' layout, seen at once
+        key: Optional[bytes]
         if laid_out is not None:
             key, value_block, value_at = laid_out
             if key in wanted:
                 into[key] = ((value_block, value_at), key in _STRUCTURAL_ATTRS)
             return
-        key: Optional[bytes] = b""
+        key = b""
         value = None
         for code, nested, item, at in self.view.entries(payload):
             if code == _KEY:

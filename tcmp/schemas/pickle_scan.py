@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pickletools
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from tcmp.schemas.dump_records import Completeness
 
@@ -62,7 +62,8 @@ def scan_pickle(fp, offset: int, size: int, keep_opcodes: bool) -> PickleScan:
     opcodes: list = []
     truncated = False
     try:
-        for opcode, arg, _position in pickletools.genops(reader):
+        # typeshed asks for IO[bytes]; genops calls only read, readline and tell, which _BoundedReader has
+        for opcode, arg, _position in pickletools.genops(reader):  # type: ignore[arg-type]
             if keep_opcodes and not truncated:
                 opcodes.append((opcode.name, arg))
                 truncated = len(opcodes) > _MAX_KEPT_OPCODES
@@ -248,7 +249,7 @@ _LITERAL_OPCODES = (
     "BINBYTES", "SHORT_BINBYTES", "BINBYTES8", "BYTEARRAY8",
 )  # fmt: skip
 _CONSTANTS = {"NONE": None, "NEWTRUE": True, "NEWFALSE": False}
-_EMPTY_CONTAINERS = {
+_EMPTY_CONTAINERS: dict[str, Callable[[], object]] = {
     "EMPTY_LIST": list,
     "EMPTY_TUPLE": tuple,
     "EMPTY_DICT": lambda: _Dict([]),

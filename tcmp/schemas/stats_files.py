@@ -226,15 +226,19 @@ def _row(header: _Header, row: Sequence[str], line: int, path: Path) -> SummaryT
         direction = _direction(cells[name])
         name = "index"
         index = _index(cells[name])
-        dtype, fmt, shape, size = None, None, None, None
+        dtype, fmt = None, None
+        shape: Optional[tuple[int, ...]] = None
+        size: Optional[int] = None
         if "data type" in cells:
             dtype = _enum_code(cells["data type"], DataType, "DT_")
         if "format" in cells:
             fmt = _enum_code(cells["format"], Format, "FORMAT_")
-        for name, parse in (("shape", _shape), ("data size", _size)):
-            if name in cells:
-                value = parse(cells[name])
-                shape, size = (value, size) if name == "shape" else (shape, value)
+        name = "shape"
+        if name in cells:
+            shape = _shape(cells[name])
+        name = "data size"
+        if name in cells:
+            size = _size(cells[name])
         for name, field in _FLOAT_COLUMNS.items():
             floats[field] = _float(cells[name]) if name in cells else None
         for name, field in _COUNT_COLUMNS.items():

@@ -108,9 +108,9 @@ def merge_summaries(
         elif pos_inf or neg_inf:
             mean = math.inf if pos_inf else -math.inf
         else:
-            mean = sum(p.mean * n for p, n in valid) / sum(n for _, n in valid)  # type: ignore[operator]
+            mean = sum(p.mean * n for p, n in valid) / sum(n for _, n in valid)  # type: ignore[operator,misc]
     if valid and all(p.l2norm is not None for p, _ in valid):
-        l2 = math.sqrt(sum(p.l2norm**2 for p, _ in valid))  # type: ignore[operator]
+        l2 = math.sqrt(sum(p.l2norm**2 for p, _ in valid))  # type: ignore[operator,misc]
     crc, notes = _merged_crc(pieces, dtype, contiguous)
     return Summary(numel, low, high, mean, l2, nan, inf, crc), notes
 

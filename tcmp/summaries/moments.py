@@ -32,7 +32,7 @@ import numpy as np
 try:
     from tcmp.summaries import compiled as _fused
 except ImportError:  # installed without a C compiler
-    _fused = None
+    _fused = None  # type: ignore[assignment]  # a module or None: mypy has no optional module type
 
 log = logging.getLogger(__name__)
 

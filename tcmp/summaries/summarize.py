@@ -100,6 +100,7 @@ class _Accumulator:
         valid = self.numel - self.nan
         low = -math.inf if self.neg_inf else self.finite_min
         high = math.inf if self.pos_inf else self.finite_max
+        mean: Optional[float]
         if self.pos_inf and self.neg_inf:
             mean = math.nan  # inf + -inf
         elif self.pos_inf or self.neg_inf:
@@ -201,7 +202,8 @@ def canonical(array: np.ndarray) -> np.ndarray:
 
 def crc32_of(array: np.ndarray) -> int:
     data = canonical(array)
-    return crc32(memoryview(data).cast("B") if data.size else b"") & 0xFFFFFFFF
+    # numpy declares ndarray.__buffer__ (the Buffer protocol) for Python 3.12+ only
+    return crc32(memoryview(data).cast("B") if data.size else b"") & 0xFFFFFFFF  # type: ignore[arg-type]
 
 
 def summarize(array: np.ndarray, *, with_crc: bool = True, engine: Engine = COMPILED) -> Summary:
@@ -315,6 +317,7 @@ def _from_summary_tensor(item: SummaryTensor, kind: TensorKind) -> TensorSummary
 def _fx(file: DumpFile, engine: Engine) -> FileSummary:
     name = file.name
     assert isinstance(name, FxFileName)
+    summary: Optional[Summary]
     if name.min_max:
         summary = read_fx_min_max_npy(file.path)
         tensor = TensorSummary(name.io, name.index, name.sub_index, TensorKind.MIN_MAX, None, None, summary)
@@ -323,7 +326,7 @@ def _fx(file: DumpFile, engine: Engine) -> FileSummary:
     array = value.array
     kind = value.kind
     numeric = array is not None and array.dtype.kind in "biufc"
-    summary = summarize(array, engine=engine) if numeric else None
+    summary = summarize(array, engine=engine) if numeric and array is not None else None
     tensor = TensorSummary(
         io=name.io,
         index=name.index,
@@ -333,7 +336,9 @@ def _fx(file: DumpFile, engine: Engine) -> FileSummary:
         shape=tuple(array.shape) if array is not None else None,
         summary=summary,
         notes=() if value.text is None or kind is TensorKind.SCALAR else (value.text,),
-        elements=_stacked_elements(array, summary, engine) if name.io is IO.OUTPUT and numeric else (),
+        elements=_stacked_elements(array, summary, engine)
+        if name.io is IO.OUTPUT and numeric and array is not None
+        else (),
     )
     return FileSummary(file.path, name.node, file.timestamp, (tensor,))
 

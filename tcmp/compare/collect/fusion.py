@@ -18,7 +18,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge
@@ -149,7 +149,8 @@ class GraphView:
                 members = {first.name} | {e.name for e in ends}
                 for end in ends:
                     members |= self._descendants(first.name) & self._ancestors(end.name)
-                ordered = sorted((self.graph.op(m) for m in members), key=lambda op: op.order)
+                # cast: every member is the name of an op of the graph
+                ordered = sorted((cast(GraphOp, self.graph.op(m)) for m in members), key=lambda op: op.order)
                 return Decomposition(tuple(op.name for op in ordered))
         splits = self._splits(name)
         if not splits:

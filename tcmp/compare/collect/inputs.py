@@ -180,7 +180,7 @@ def collect(
     bindings: list[Binding] = []
     bound: set[tuple[Path, Side]] = set()
     rank_pairs = _common_ranks([d.rank for d in target_ge], golden_ranks, rank)
-    target_only = {d.rank for d in target_ge} - {t for t, _ in rank_pairs} - {None}
+    target_only = {d.rank for d in target_ge if d.rank is not None} - {t for t, _ in rank_pairs}
     if rank is None and target_only:  # its ops are in no list: said here
         binder.notes.append(f"target {_ranks(target_only)} not compared: not in the golden dump")
     for t_rank, g_rank in rank_pairs:

@@ -83,7 +83,7 @@ def _pattern_stacks(graph: Graph, recorded: FxStackGraph) -> dict[str, str]:
     for node, target in _named_nodes(graph):
         if target in PATTERN_BY_FUSED:
             fused[target].append(node)
-    out = {}
+    out: dict[str, str] = {}
     for target, nodes in fused.items():
         anchor = PATTERN_BY_FUSED[target].anchor
         anchors = [stack for key, stack in recorded.nodes if key.partition("-")[2] == anchor]

@@ -39,7 +39,7 @@ from tcmp.schemas.dump_records import Summary
 try:
     from tcmp.summaries import compiled as _fused  # the compiled pair loop (compiled.c)
 except ImportError:  # installed without a C compiler: numpy computes the same numbers, several times slower
-    _fused = None
+    _fused = None  # type: ignore[assignment]  # a module or None: mypy has no optional module type
 
 
 class _NotAvailable:

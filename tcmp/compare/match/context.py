@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
 from tcmp.compare.collect.fusion import GraphView
 from tcmp.compare.collect.guidance import FUSION_OP_TYPES
@@ -215,11 +215,16 @@ def carried_precision(view: Optional[GraphView], e: GeExecution, io: IO, index: 
         if not _preserving(source, meta.dtype):
             return None
         op = view.op(e.op_name) if view is not None else None
-        before = _edge_carried(view, op.inputs[index])[1] if op is not None and index < len(op.inputs) else []
+        before = (
+            _edge_carried(view, op.inputs[index])[1]
+            if view is not None and op is not None and index < len(op.inputs)  # (op is None where view is)
+            else []
+        )
         return _narrowest([source, *before], meta.dtype)
     op = view.op(e.op_name) if view is not None else None
     if op is None or index >= len(op.inputs):
         return None
+    assert view is not None  # op came from it
     # the graph's producer output in a narrower dtype than the GE op reads: a GE-inserted widening cast between
     source, before = _edge_carried(view, op.inputs[index])
     return _narrowest([source, *before], meta.dtype) if _preserving(source, meta.dtype) else None
@@ -263,7 +268,7 @@ def resolve_execution(view: Optional[GraphView], e: GeExecution) -> Optional[Res
             found = partly
     if found is None:
         return None
-    members = tuple(view.graph.op(m) for m in found.members)
+    members = tuple(cast(GraphOp, view.graph.op(m)) for m in found.members)  # (members are ops of the graph)
     return ResolvedExecution(members, fused=True, truncated=found.truncated, missing=found.missing,
                      missing_last=found.missing_last)  # fmt: skip
 

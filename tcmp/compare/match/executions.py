@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Optional, TypeVar
+from typing import Callable, Optional, TypeVar, cast
 
 from tcmp.schemas.dump_records import IO, FileSummary, TensorKind, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile, FileKind
@@ -152,6 +152,12 @@ def _read_execution(files: Sequence[DumpFile], stored: Mapping[Path, FileSummary
         return GeExecution(base.op_name, base.op_type, base.timestamp, tuple(files), (), (), (), error=why)
 
 
+def _slice_order(f: DumpFile) -> tuple[int, int]:
+    name = f.name
+    assert isinstance(name, GeFileName) and name.ffts is not None  # only FFTS slices are grouped
+    return name.ffts.thread_id, f.timestamp or 0
+
+
 def ge_executions(
     files: Sequence[DumpFile], stored: Mapping[Path, FileSummary] = MappingProxyType({})
 ) -> tuple[GeExecution, ...]:
@@ -165,7 +171,7 @@ def ge_executions(
             slices[(ffts_base_name(name.op_name), name.task_id, name.stream_id)].append(f)
         else:
             singles.append([f])
-    groups = singles + [sorted(g, key=lambda f: (f.name.ffts.thread_id, f.timestamp or 0)) for g in slices.values()]
+    groups = singles + [sorted(g, key=_slice_order) for g in slices.values()]
     executions = sorted((_read_execution(g, stored) for g in groups), key=lambda e: (e.timestamp, e.files[0].path.name))
     counts: dict[str, int] = defaultdict(int)
     numbered = []
@@ -214,7 +220,7 @@ def fx_calls(files: Sequence[DumpFile]) -> dict[str, tuple[FxCall, ...]]:
         by_call[(name.key, name.timestamp)].append(f)
     calls: dict[str, list[FxCall]] = defaultdict(list)
     for (key, ts), call_files in sorted(by_call.items(), key=lambda item: (item[0][0], int(item[0][1] or 0))):
-        names = [(f.name, f) for f in call_files]
+        names = [(cast(FxFileName, f.name), f) for f in call_files]  # (asserted above)
         inputs = sorted(
             ((n.index, n.sub_index, f) for n, f in names if n.io is IO.INPUT),
             key=lambda x: (x[0], -1 if x[1] is None else x[1]),

@@ -48,7 +48,7 @@ class PatternCalls:
         return self._found[cache_key]
 
     def _find(self, fused_key: str, pattern: FusionPattern, execution: int) -> Optional[Replaced]:
-        fused = sorted((k for k in self.named_keys if k.endswith(f"-{pattern.fused}")), key=self.named_keys.get)
+        fused = sorted((k for k in self.named_keys if k.endswith(f"-{pattern.fused}")), key=self.named_keys.__getitem__)
         anchors = [c for c in self.fx.by_target({pattern.anchor}) if c.key not in self.named_keys]
         if fused_key not in fused or not anchors or len(anchors) % len(fused):
             return None

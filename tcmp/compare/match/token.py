@@ -160,6 +160,7 @@ class GeMatcher:
                     self._positional(e, first, IO.INPUT, i, i, note)
                 else:
                     self.ctx.no_partner(e, IO.INPUT, i, first or f"golden data missing for member {split[0]}")
+            assert last is not None  # split members are golden op names (the splitter's), so each has a run or a why
             for j in range(len(e.outputs)):
                 self._positional(e, last, IO.OUTPUT, j, j, note)
             return
@@ -189,6 +190,7 @@ class GeMatcher:
         paired with the golden's."""
         for f in same.files:  # used if any tensor still pairs with the golden's; else listed with this reason
             self.ctx.result.golden_reasons[f.path] = (CAST_SELF_CHECKED, UnmatchedKind.BY_DESIGN)
+        cast: Optional[CastCheck]
         for i in range(len(e.inputs)):
             producer = self._cast_producer(e, i)
             if producer is None:
@@ -262,18 +264,19 @@ class GeMatcher:
         goldens = {member: self._golden(e, member, member_links) for member, member_links in links.items()}
         output_goldens = [goldens[how[0]] for io, _, how in wanted if io is IO.OUTPUT and not isinstance(how, str)]
         if output_goldens and all(isinstance(g, str) for g in output_goldens):
-            self.ctx.unpartnered(e, output_goldens[0])  # no member has a run left for this one: none of its tensors
+            # no member has a run left for this one: none of its tensors (str(): a str, checked above)
+            self.ctx.unpartnered(e, str(output_goldens[0]))
             return
         for io, k, how in wanted:
             if isinstance(how, str):
                 self.ctx.no_partner(e, io, k, how)
                 continue
-            member, index, notes = how
-            golden = goldens[member]
+            member_name, index, member_notes = how
+            golden = goldens[member_name]
             if not isinstance(golden, GeExecution):
-                self.ctx.no_partner(e, io, k, golden or f"golden data missing for member {member}")
+                self.ctx.no_partner(e, io, k, golden or f"golden data missing for member {member_name}")
                 continue
-            self._positional(e, golden, io, index, k, notes)
+            self._positional(e, golden, io, index, k, member_notes)
 
 
 def _changing(source: Optional[str], target: Optional[str]) -> Optional[CastCheck]:
@@ -306,6 +309,7 @@ def match_token(
     ctx = TokenContext(rank, token, graph_label, result, fx_stored, view)
     fx_matcher: Optional[FxMatcher] = None
     ge_matcher: Optional[GeMatcher] = None
+    matcher: Union[FxMatcher, GeMatcher]
     if golden_calls is not None:
         assert view is not None
         matcher = fx_matcher = FxMatcher(ctx, view, golden_calls, target, fx_stored)

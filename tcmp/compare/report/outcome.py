@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Protocol
 
 from tcmp.compare.collect.inputs import GoldenKind
 from tcmp.compare.judge.metrics import Mode
@@ -102,6 +102,21 @@ class Counts:
         return self.unmatched_unreadable + self.rows_unreadable
 
 
+class ReportFiles(Protocol):
+    """Where a rank's report files were written (`writers.WrittenReport`, which imports this module)."""
+
+    @property
+    def csv(self) -> Path: ...
+    @property
+    def unmatched(self) -> Path: ...
+    @property
+    def summary(self) -> Path: ...
+    @property
+    def xlsx(self) -> Optional[Path]: ...
+    @property
+    def html(self) -> Optional[Path]: ...
+
+
 @dataclass(frozen=True)
 class RankResult:
     """One rank's outcome. The table itself streams into the report files; `rows` and `unmatched` are kept only
@@ -115,7 +130,7 @@ class RankResult:
     ops_in_rows: int  # of which appear in the table
     rows: tuple[Row, ...] = ()
     unmatched: tuple[Unmatched, ...] = ()
-    report: Optional[object] = None  # report.WrittenReport when files were written
+    report: Optional[ReportFiles] = None  # when files were written
     unreadable: tuple[Unmatched, ...] = ()  # the first UNREADABLE_KEPT unreadable items, kept always: the console's
 
     @property

@@ -65,15 +65,15 @@ def page_graph(table_ops: Sequence[TableOp], graphs: Iterable[Optional[Graph]]) 
             found[i] = bool(members)
             for member in members:
                 holder.setdefault(member, i)
-        for op in graph.ops:
-            if op.name not in holder:
-                holder[op.name] = len(names)
-                names.append(op.name)
-                types.append(op.type)
+        for graph_op in graph.ops:
+            if graph_op.name not in holder:
+                holder[graph_op.name] = len(names)
+                names.append(graph_op.name)
+                types.append(graph_op.type)
                 producers.append(set())
-        for op in graph.ops:
-            node = holder[op.name]
-            for edge in op.inputs:
+        for graph_op in graph.ops:
+            node = holder[graph_op.name]
+            for edge in graph_op.inputs:
                 source = holder.get(edge.producer)
                 if not edge.is_control and source is not None and source != node:
                     producers[node].add(source)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.verdict import Colour
@@ -42,7 +42,8 @@ class XlsxStream:
         self.percent_fills = {
             c: self.book.add_format({"bg_color": rgb, "pattern": 1, "num_format": PERCENT}) for c, rgb in FILLS.items()
         }
-        self.sheet, self.row, self.part = None, 0, 0
+        self.sheet: Any = None  # an xlsxwriter Worksheet (xlsxwriter has no type hints)
+        self.row, self.part = 0, 0
         self.widths: list[int] = []
         self._new_sheet()
 

@@ -162,6 +162,7 @@ def _clamp(value: Optional[float], low: float, high: float) -> Optional[float]:
 
 
 def _bool_summary(inp: Summary, out: Summary, count: int) -> tuple[Summary, str]:
+    assert inp.min is not None and inp.max is not None  # expected_summary returned before where they are not
     some_nonzero = bool(inp.nan_count) or (inp.min, inp.max) != (0.0, 0.0)
     all_nonzero = inp.min > 0 or inp.max < 0
     high = 1.0 if some_nonzero else 0.0
@@ -201,6 +202,7 @@ def expected_summary(inp: Summary, out: Summary, check: CastCheck) -> tuple[Opti
         mean, l2 = out.mean, out.l2norm
         what = "mean and L2 norm not checkable from statistics (saturation, overflow or NaN change them unboundedly)"
     else:
+        assert inp.l2norm is not None  # (unbounded where it is)
         mean_bound, l2_bound = _element_bound(check, inp.l2norm, count)
         mean = _clamp(out.mean, inp.mean - mean_bound, inp.mean + mean_bound)
         l2 = _clamp(out.l2norm, max(0.0, inp.l2norm - l2_bound), inp.l2norm + l2_bound)

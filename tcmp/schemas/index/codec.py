@@ -10,7 +10,7 @@ import math
 import operator
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from tcmp.schemas.dump_records import IO, Side, Summary, TensorKind, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile, FileKind, GraphFile
@@ -55,6 +55,7 @@ _ORIGINAL_OP, _ORIGINAL_OP_INDEX = _T["original_op"], _T["original_op_index"]
 _STATISTICS_AT = tuple(
     (c.statistic, _T[c.name], *((1 << c.flags.nan_bit, 1 << c.flags.negative_zero_bit) if c.flags else (0, 0)))
     for c in STATISTICS
+    if c.statistic is not None  # all of STATISTICS: says so to the type checker
 )
 
 
@@ -167,7 +168,7 @@ def row_summary(row: tuple) -> Optional[Summary]:
     if not row[_HAS_SUMMARY]:
         return None
     flags = row[_FLOAT_FLAGS]
-    fields = {}
+    fields: dict[str, Any] = {}  # Summary's keyword arguments
     for field, at, nan_mask, negative_zero_mask in _STATISTICS_AT:
         value = row[at]
         if flags & nan_mask:
@@ -203,7 +204,8 @@ def tensor_summary(row: tuple) -> TensorSummary:
 
 def graph_op(row: tuple) -> GraphOp:
     order, name, op_type, inputs, control, outputs, originals, stack = row
-    return GraphOp.from_fields(order, name, op_type, *map(json.loads, (inputs, control, outputs, originals)), stack)
+    inputs, control, outputs, originals = map(json.loads, (inputs, control, outputs, originals))
+    return GraphOp.from_fields(order, name, op_type, inputs, control, outputs, originals, stack)
 
 
 def rebuild_dump_file(path: Path, side: Side, kind: FileKind, mapped_name: Optional[str], placed: tuple) -> DumpFile:
@@ -219,7 +221,10 @@ def rebuild_dump_file(path: Path, side: Side, kind: FileKind, mapped_name: Optio
         io, index = fx_name.io, fx_name.index
     else:
         stem = hashed_stem(name) if mapped_name is not None else None
-        parsed = resolve_ge_file_name(name, {stem: mapped_name}) if stem is not None else parse_ge_file_name(name)
+        if stem is not None and mapped_name is not None:  # (stem is None where mapped_name is)
+            parsed = resolve_ge_file_name(name, {stem: mapped_name})
+        else:
+            parsed = parse_ge_file_name(name)
         timestamp, io, index = parsed.timestamp, None, None
     return DumpFile(
         side=side,

@@ -192,7 +192,7 @@ class IndexReader:
             "AND raw_deleted = 1 AND state = ? AND side IN (?, ?)",
             (low, high, FileState.SUMMARIZED.value, Side.GE.value, Side.FX.value),
         )
-        places: dict[tuple[str, str], tuple] = {}
+        places: dict[tuple[str, str], tuple[Optional[int], Optional[int], Optional[str], Optional[str]]] = {}
         kinds: dict[tuple[str, str], set] = {}
         for path, side, kind, rank, token, model, run in rows:
             key = (self._to_actual(path).rpartition("/")[0], side)

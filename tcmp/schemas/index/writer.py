@@ -272,7 +272,7 @@ class IndexWriter:
         for record in records:
             if isinstance(record, RawFlagRow) and record.key is None:
                 cur.execute("UPDATE files SET raw_deleted = ? WHERE path = ?", (int(record.deleted), str(record.path)))
-            elif isinstance(record, RawFlagRow):
+            elif isinstance(record, RawFlagRow) and record.key is not None:  # (the branch above took key None)
                 key = record.key
                 cur.execute(
                     "UPDATE files SET raw_deleted = ? WHERE path = ? AND inode = ? AND size = ? AND mtime_ns = ?",

@@ -19,7 +19,8 @@ def _message_class(full_name: str):
     descriptor = _POOL.FindMessageTypeByName(full_name)
     if hasattr(message_factory, "GetMessageClass"):  # protobuf >= 4.22
         return message_factory.GetMessageClass(descriptor)
-    return message_factory.MessageFactory(_POOL).GetPrototype(descriptor)  # pragma: no cover
+    # protobuf < 4.22 only, which types-protobuf (of a newer release) does not describe
+    return message_factory.MessageFactory(_POOL).GetPrototype(descriptor)  # type: ignore[attr-defined, unused-ignore]  # pragma: no cover
 
 
 DumpData = _message_class("tcmp.dump.DumpData")

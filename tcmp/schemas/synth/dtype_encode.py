@@ -19,6 +19,7 @@ from typing import Callable
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import DTypeLike
 
 from tcmp.schemas.dtypes import DataType
 
@@ -36,7 +37,7 @@ class EncodedPayload:
 _Encoder = Callable[[np.ndarray], tuple[bytes, np.ndarray]]
 
 
-def _float_cast(dtype: object) -> _Encoder:
+def _float_cast(dtype: DTypeLike) -> _Encoder:
     def encode(values: np.ndarray) -> tuple[bytes, np.ndarray]:
         with np.errstate(over="ignore", invalid="ignore"):
             stored = np.asarray(values, dtype=np.float64).astype(dtype)

@@ -300,7 +300,8 @@ class _Builder:
             return FxArg(ArgKind.NONE)
         if isinstance(arg, str):
             return FxArg(ArgKind.STRING, scalar=arg)
-        return FxArg(ArgKind.SCALAR, scalar=arg)
+        # a tuple of V is a scalar here too; mypy cannot take `list` out of Sequence[V]
+        return FxArg(ArgKind.SCALAR, scalar=arg)  # type: ignore[arg-type]
 
     def fuse(self, members: Sequence[str], op_type: str, record_original_op: bool) -> None:
         name = "".join(members)

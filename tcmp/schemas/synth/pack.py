@@ -94,6 +94,8 @@ def pack(nd: np.ndarray, fmt: int, c0: int = 16, groups: int = 1, layout: Option
     if fmt in NZ_FORMATS:
         return _pack_nz(nd, c0)
     src_layout = Format(layout) if layout is not None else DEFAULT_LAYOUT.get(fmt)
+    if src_layout is None:  # no default layout: none of the formats below
+        raise ValueError(f"pack does not support format {fmt.name}")
     if fmt in (Format.NC1HWC0, Format.NC1HWC0_C04):
         return _pack_nc1hwc0(nd, c0, src_layout)
     if fmt == Format.FRACTAL_Z and nd.ndim == 2:
@@ -113,7 +115,7 @@ def _pack_nz(nd: np.ndarray, c0: int) -> PackedTensor:
     # (*B, N, C) → (*B, C1, N1, 16, C0): (..., n, c) → [..., c//C0, n//16, n%16, c%C0]; 1-D [C] is [1, C].
     logical = nd.reshape(1, nd.shape[0]) if nd.ndim == 1 else nd
     *batch, n_size, c_size = logical.shape
-    index = np.indices(logical.shape, sparse=True)
+    index: tuple[np.ndarray, ...] = np.indices(logical.shape, sparse=True)
     *b, n, c = index
     device_shape = (*batch, _ceil(c_size, c0), _ceil(n_size, NI), NI, c0)
     coords = (*b, c // c0, n // NI, n % NI, c % c0)
@@ -150,7 +152,8 @@ def _pack_fractal_z_2d(nd: np.ndarray, c0: int) -> PackedTensor:
     # (k, n) → [k//C0, n//16, n%16, k%C0], device (ceil(K/C0), ceil(N/16), 16, C0)
     # (GE TransFormatNdToFz, format_transfer_fractal_z_tbe.cc: the 2-D shape is (C, N) = HWCN with H=W=1).
     k_size, n_size = nd.shape
-    k, n = np.indices(nd.shape, sparse=True)
+    index: tuple[np.ndarray, ...] = np.indices(nd.shape, sparse=True)
+    k, n = index
     device_shape = (_ceil(k_size, c0), _ceil(n_size, NI), NI, c0)
     coords = (k // c0, n // NI, n % NI, k % c0)
     return PackedTensor(_scatter(nd, device_shape, coords), device_shape, nd.shape, 0)

@@ -356,7 +356,7 @@ class _GeWriter:
                       [np.asarray(s.values)] * 2 for s in specs]  # fmt: skip
             bounds = []
             for thread in threads:
-                per_tensor = []
+                per_tensor: list[list[dict[str, int]]] = []
                 for parts in pieces:
                     if not parts[thread].ndim:
                         per_tensor.append([])

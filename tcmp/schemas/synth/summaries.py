@@ -47,7 +47,9 @@ def to_appendix_min_max(root: Path) -> int:
                     rows = {io: [_min_max(reader.load(t).array) for t in items] for io, items in parts}
             except DumpError:  # a damaged file (or one with a tensor not dumped) stays as it is, as with the script
                 continue
-            np.savez(str(f.path) + "_min_max.npz", **{k: np.array(v, dtype=np.float64) for k, v in rows.items()})
+            arrays = {k: np.array(v, dtype=np.float64) for k, v in rows.items()}
+            # numpy's stub types **kwds like its allow_pickle flag
+            np.savez(str(f.path) + "_min_max.npz", **arrays)  # type: ignore[arg-type]
         else:
             continue
         f.path.unlink()
