@@ -16,7 +16,7 @@ written once into a work directory; then, in the same run:
   cannot stay cached between the inference that wrote it and the compare;
 - the floor under the ratio: in one more compare (in this process, one job, not timed as a whole), the CPU time of
   the work no implementation can skip, timed call by call: the compiled pair loop that reads every compared pair's
-  elements once for all its metrics and stats (`_fused.pair_sums`), and the conversion of device formats
+  elements once for all its metrics and stats (`c_loops.pair_sums`), and the conversion of device formats
   (FRACTAL_NZ, NC1HWC0, ...) back to ND (`to_nd`). Spread over the cores and added to the plain read (spread too),
   it is the least a compare could take; what lies above it is per-file and per-row work;
 - the lean Python pass (bench/lean_floor.py): every token passed once with tuples and no layers, the least any
@@ -119,18 +119,18 @@ class _Timed:
 def essential_work(target: Path, golden: Path) -> tuple[float, _Timed, _Timed]:
     """One tensor-mode compare in this process (one job, no report) with its compiled pair loop and its device
     format conversions timed call by call: (the compare's wall time, the loop, the conversions)."""
-    fused, convert = metrics._fused, ge_dump.to_nd
+    fused, convert = metrics.c_loops, ge_dump.to_nd
     if fused is None:
         raise SystemExit("tcmp.summaries.compiled is not built: no floor to measure")
     pair_sums, to_nd = _Timed(fused.pair_sums), _Timed(convert)
-    metrics._fused = type("TimedFused", (), {"pair_sums": staticmethod(pair_sums)})
+    metrics.c_loops = type("TimedFused", (), {"pair_sums": staticmethod(pair_sums)})
     ge_dump.to_nd = to_nd
     try:
         start = time.perf_counter()
         run_compare(CompareOptions(target, golden, mode=DataMode.TENSOR, jobs=1))
         return time.perf_counter() - start, pair_sums, to_nd
     finally:
-        metrics._fused, ge_dump.to_nd = fused, convert
+        metrics.c_loops, ge_dump.to_nd = fused, convert
 
 
 def run_measured(

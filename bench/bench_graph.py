@@ -27,7 +27,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from tcmp.schemas.graph_reader import _Reader, read_graph
+from tcmp.schemas.graph_reader import GraphTextReader, read_graph
 from tcmp.schemas.graph_tokens import token_view
 from tcmp.schemas.proto import GraphDef
 from tcmp.schemas.synth.decoder_graph import decoder_graph_specs
@@ -65,7 +65,7 @@ def main() -> int:
         raw = path.read_bytes()
         ours = best_time(lambda: read_graph(path), args.repeat)
         protobuf = best_time(lambda: text_format.Parse(text, GraphDef()), max(2, args.repeat // 3))
-        tokens = best_time(lambda: _Reader(token_view(raw)).read(), max(2, args.repeat // 3))
+        tokens = best_time(lambda: GraphTextReader(token_view(raw)).read(), max(2, args.repeat // 3))
 
     mb = size / 1e6
     print(f"graph: {len(graph.ops)} ops, {mb:.1f} MB of text ({args.layers} decoder layers)")

@@ -52,7 +52,8 @@ from bench_compare import drop_from_cache, read_all, run_measured
 
 from tcmp.schemas.dump_records import IO
 from tcmp.schemas.errors import DumpError
-from tcmp.schemas.ge_dump import GeTensor, read_ge_dump
+from tcmp.schemas.ge_dump import read_ge_dump
+from tcmp.schemas.ge_header import GeTensor
 from tcmp.schemas.ge_nano import NANO_INPUTS_TAG, NANO_OUTPUTS_TAG, NANO_TO_PROTO_DTYPE
 from tcmp.schemas.host import usable_cpus
 from tcmp.schemas.synth.faults import Fault, FaultKind

@@ -272,6 +272,19 @@ def test_no_private_cross_import() -> None:
     assert not found, "\n".join(found)
 
 
+def test_tests_use_no_private_name_of_the_package() -> None:
+    """The tests too go through what a module makes public: a test of a private helper pins an implementation."""
+    sources = {**module_sources(PACKAGE_ROOT), **module_sources(PACKAGE_ROOT.parent / "tests", "tests")}
+    graph = build_graph(sources)
+    found = sorted(
+        f"{p.importer}:{p.line} uses {p.owner}.{p.name}"
+        for p in graph.private_uses
+        if _within(p.importer, "tests") and _within(p.owner, "tcmp")
+    )
+    assert any(_within(e.importer, "tests") for e in graph.edges), "the tests' imports were not seen"
+    assert not found, "\n".join(found)
+
+
 # --- the checker on a hand-built source set ------------------------------------------------------------------------
 
 _SYNTHETIC = {

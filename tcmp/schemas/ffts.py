@@ -23,7 +23,7 @@ from typing import Optional, cast
 
 import numpy as np
 
-from tcmp.schemas.ge_dump import GeDump
+from tcmp.schemas.ge_header import GeDump
 from tcmp.schemas.ge_names import GeFileName
 
 _LXSLICE = re.compile(r"_lxslice(\d+)")

@@ -275,19 +275,3 @@ class GeDumpReader:
 def open_ge_dump(path: PathLike) -> GeDumpReader:
     """Check a GE dump file and return a reader for its tensors (use as a context manager)."""
     return GeDumpReader(read_ge_dump(path))
-
-
-# the header records are ge_header's; the readers of a dump take them from here with the reader
-__all__ = [
-    "LENGTH_PREFIX",
-    "MAX_HEADER_BYTES",
-    "NANO_MAGIC",
-    "NOT_DUMPED",
-    "GeDump",
-    "GeDumpReader",
-    "GeTensor",
-    "PathLike",
-    "ge_dump_completeness",
-    "open_ge_dump",
-    "read_ge_dump",
-]

@@ -77,10 +77,10 @@ def parse_graph_bytes(raw: bytes, path: Path) -> Graph:
         notes.append(f"invalid UTF-8 at byte {exc.start} replaced with U+FFFD")
     try:
         try:
-            reader = _Reader(line_view(raw, _WANTED_KEYS))
+            reader = GraphTextReader(line_view(raw, WANTED_KEYS))
             name, ops = reader.read()
         except NotLineShaped:  # not one field per line: the tokenizer sees exactly what protobuf sees
-            reader = _Reader(token_view(raw))
+            reader = GraphTextReader(token_view(raw))
             name, ops = reader.read()
     except _Refused as refused:
         line, column = reader.view.position(refused.offset)
@@ -107,7 +107,7 @@ _DESC_ATTRS = frozenset(k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGIN_NAME_AT
 _STRUCTURAL_ATTRS = frozenset(
     k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGINAL_OP_NAMES_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR)
 )
-_WANTED_KEYS = tuple(sorted(_OP_ATTRS | _DESC_ATTRS))
+WANTED_KEYS = tuple(sorted(_OP_ATTRS | _DESC_ATTRS))
 _FX_TENSOR_NAME_ATTR_KEY, _ORIGIN_NAME_ATTR_KEY, _ORIGIN_OUTPUT_INDEX_ATTR_KEY, _ORIGINAL_OP_NAMES_ATTR_KEY = (
     FX_TENSOR_NAME_ATTR.encode(), ORIGIN_NAME_ATTR.encode(), ORIGIN_OUTPUT_INDEX_ATTR.encode(),
     ORIGINAL_OP_NAMES_ATTR.encode(),
@@ -131,7 +131,7 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-class _Reader:
+class GraphTextReader:
     """What the fields of a GraphDef (or of a ModelDef's first graph) mean for tcmp: the op records.
 
     Mirrors protobuf's semantics where protobuf accepts the text: repeated fields append in order, a scalar given

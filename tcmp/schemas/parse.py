@@ -21,7 +21,8 @@ from tcmp.schemas.dtypes import DataType, to_float32
 from tcmp.schemas.dump_tree import FileKind, classify_name
 from tcmp.schemas.errors import DumpError, describe
 from tcmp.schemas.files import Directory, OutputExistsError, pause_for_tests
-from tcmp.schemas.ge_dump import NOT_DUMPED, GeDump, GeTensor, open_ge_dump, read_ge_dump
+from tcmp.schemas.ge_dump import NOT_DUMPED, open_ge_dump, read_ge_dump
+from tcmp.schemas.ge_header import GeDump, GeTensor
 from tcmp.schemas.ge_names import parse_ge_file_name
 
 # written as float32: numpy has no native type for them (sub-byte integers decode to int8/uint8/bool, but

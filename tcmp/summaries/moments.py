@@ -30,9 +30,9 @@ from typing import Callable, Optional
 import numpy as np
 
 try:
-    from tcmp.summaries import compiled as _fused
+    from tcmp.summaries import compiled as c_loops
 except ImportError:  # installed without a C compiler
-    _fused = None  # type: ignore[assignment]  # a module or None: mypy has no optional module type
+    c_loops = None  # type: ignore[assignment]  # a module or None: mypy has no optional module type
 
 log = logging.getLogger(__name__)
 
@@ -112,21 +112,21 @@ NUMPY = Engine("numpy", numpy_moments, _numpy_float16_moments, 1 << 18, reads_un
 COMPILED = (
     Engine(
         "compiled",
-        _fused.float32_moments,
-        _fused.float16_moments,
+        c_loops.float32_moments,
+        c_loops.float16_moments,
         1 << 17,
         reads_unaligned=True,
-        float32_summary=_fused.float32_summary if _fused.fused_summary_supported else None,
-        float16_summary=_fused.float16_summary if _fused.fused_summary_supported else None,
+        float32_summary=c_loops.float32_summary if c_loops.fused_summary_supported else None,
+        float16_summary=c_loops.float16_summary if c_loops.fused_summary_supported else None,
     )
-    if _fused is not None
+    if c_loops is not None
     else replace(NUMPY, name="compiled (not built: numpy)")
 )
 
 
 def warm(engine: Engine) -> None:
     """Run an engine's loops once (a daemon worker does at start), and say when the compiled one is numpy's."""
-    if engine is COMPILED and _fused is None:
+    if engine is COMPILED and c_loops is None:
         log.warning("compiled summary loops not built (tcmp.summaries.compiled: no C compiler at install); "
                     "summarizing with numpy, 2-3x slower")  # fmt: skip
     engine.float32(np.zeros(1, np.float32))

@@ -30,7 +30,8 @@ from tcmp.schemas.dump_tree import DumpFile, FileKind
 from tcmp.schemas.ffts import ffts_attr_text
 from tcmp.schemas.formats import PLAIN_FORMATS, format_name
 from tcmp.schemas.fx_dump import FxFileName, read_fx_value
-from tcmp.schemas.ge_dump import NOT_DUMPED, GeTensor, open_ge_dump
+from tcmp.schemas.ge_dump import NOT_DUMPED, open_ge_dump
+from tcmp.schemas.ge_header import GeTensor
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.stats_files import SummaryTensor, read_fx_min_max_npy, read_ge_min_max_npz, read_stats_csv
 from tcmp.summaries.moments import COMPILED, Engine, numpy_moments

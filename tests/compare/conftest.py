@@ -17,12 +17,12 @@ from tcmp.compare.judge import metrics
 
 @pytest.fixture(params=["compiled", "numpy"])
 def metrics_engine(request, monkeypatch) -> str:
-    """The tensor metrics' engine: the compiled loop (`_fused`), then numpy alone."""
+    """The tensor metrics' engine: the compiled loop (`c_loops`), then numpy alone."""
     if request.param == "compiled":
         # the dev install builds the extension: a silent fallback would leave the compiled loop untested
-        assert metrics._fused is not None, "tcmp.summaries.compiled is not built (pip install -e . needs a C compiler)"
+        assert metrics.c_loops is not None, "tcmp.summaries.compiled is not built (pip install -e . needs a C compiler)"
     else:
-        monkeypatch.setattr(metrics, "_fused", None)
+        monkeypatch.setattr(metrics, "c_loops", None)
     return request.param
 
 

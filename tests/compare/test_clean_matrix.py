@@ -29,8 +29,9 @@ from tcmp.compare.judge.verdict import Result
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.synth.faults import Fault, FaultKind
+from tcmp.schemas.synth.fx_writer import FxEra
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import FxEra, Scenario, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import Scenario, ScenarioConfig, write_scenario
 
 pytestmark = pytest.mark.slow
 

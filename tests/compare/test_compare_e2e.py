@@ -30,12 +30,13 @@ from tcmp.schemas import proto
 from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_records import IO
 from tcmp.schemas.dump_tree import DumpFile
-from tcmp.schemas.ge_dump import LENGTH_PREFIX
+from tcmp.schemas.ge_header import LENGTH_PREFIX
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph
 from tcmp.schemas.synth.faults import VALUE_FAULTS, Fault, FaultKind
+from tcmp.schemas.synth.fx_writer import FxEra
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import FxEra, Scenario, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import Scenario, ScenarioConfig, write_scenario
 from tcmp.schemas.synth.stats_csv import CONFIG_NAMES, DEFAULT_SELECTION, AdumpStatsWriter
 from tcmp.schemas.synth.summaries import to_appendix_min_max, to_stats_csv
 
@@ -117,7 +118,7 @@ def test_ge_vs_fx_every_layout_era(fx_scenarios, era):
 def test_without_the_compiled_loop_rows_are_the_same_and_a_note_says_so(fx_scenarios, monkeypatch):
     scenario = fx_scenarios[FxEra.RANKED]
     compiled, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
-    monkeypatch.setattr(metrics, "_fused", None)
+    monkeypatch.setattr(metrics, "c_loops", None)
     plain, _ = run_compare(CompareOptions(scenario.target, scenario.golden_fx), keep_rows=True)
     assert not any("not built" in n for n in compiled.notes)
     assert any("tcmp.summaries.compiled not built" in n for n in plain.notes)

@@ -13,7 +13,7 @@ import pytest
 
 from tcmp.compare.cluster.inventory import ClusterPlan, RankPlace
 from tcmp.compare.cluster.ray_executor import Node, RayExecutor
-from tcmp.compare.collect.inputs import GoldenKind
+from tcmp.compare.collect.binding import GoldenKind
 from tcmp.compare.execute import driver
 from tcmp.compare.execute.driver import PlannedCompare, drive
 from tcmp.compare.execute.executor import NotCompared, UnitDone, UnitExecutor

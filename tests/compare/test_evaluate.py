@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tcmp.compare.judge.evaluate import _at_npu_precision, _in_npu_shape, evaluate
+from tcmp.compare.judge.evaluate import at_npu_precision, evaluate, in_npu_shape
 from tcmp.compare.judge.loader import Loaded, TensorLoader, Unavailable
 from tcmp.compare.judge.metrics import EMPTY_BOTH, Mode
 from tcmp.compare.judge.verdict import Result, Thresholds
@@ -24,7 +24,7 @@ def scalar_summary(value: float) -> Summary:
 )
 def test_scalar_summary_rounded_to_npu_dtype(npu_dtype, as_numpy):
     npu = Loaded(None, scalar_summary(1e-6), npu_dtype, (1,))
-    bench = _at_npu_precision(npu, Loaded(None, scalar_summary(1e-6), "float64", ()))
+    bench = at_npu_precision(npu, Loaded(None, scalar_summary(1e-6), "float64", ()))
     expected = float(np.float64(1e-6).astype(as_numpy))
     assert expected != 1e-6
     assert (bench.summary.min, bench.summary.max, bench.summary.mean) == (expected, expected, expected)
@@ -34,13 +34,13 @@ def test_scalar_summary_rounded_to_npu_dtype(npu_dtype, as_numpy):
 
 def test_raw_scalar_rounded_and_tensors_left_alone():
     npu = Loaded(np.zeros(3, np.float16), None, "DT_FLOAT16", (3,))
-    raw = _at_npu_precision(npu, Loaded(np.asarray(0.1), None, "float64", ()))
+    raw = at_npu_precision(npu, Loaded(np.asarray(0.1), None, "float64", ()))
     assert raw.array.dtype == np.float16 and float(raw.array) == float(np.float16(0.1))
     vector = Loaded(np.full(3, 0.1), None, "float64", (3,))
-    assert _at_npu_precision(npu, vector) is vector
+    assert at_npu_precision(npu, vector) is vector
     int_npu = Loaded(None, scalar_summary(2.0), "DT_INT32", (1,))
     bench = Loaded(None, scalar_summary(0.1), "float64", ())
-    assert _at_npu_precision(int_npu, bench) is bench
+    assert at_npu_precision(int_npu, bench) is bench
 
 
 def test_memoized_metrics_hold_a_copy_of_the_payload_not_its_file_buffer():
@@ -68,12 +68,12 @@ def test_a_reshaped_golden_tensor_takes_the_npu_shape_only_with_as_many_elements
     npu = Loaded(np.arange(6, dtype=np.float32).reshape(2, 3), None, "DT_FLOAT", (2, 3))
     flat = Loaded(np.arange(6, dtype=np.float32).reshape(6, 1), None, "float32", (6, 1))
     reshaped = TensorRef((), IO.OUTPUT, 0, reshaped=True)
-    laid_out = _in_npu_shape(npu, flat, reshaped)
+    laid_out = in_npu_shape(npu, flat, reshaped)
     assert laid_out.array.shape == (2, 3) and laid_out.shape == (6, 1)
     assert np.array_equal(laid_out.array, npu.array)
-    assert _in_npu_shape(npu, flat, TensorRef((), IO.OUTPUT, 0)) is flat
+    assert in_npu_shape(npu, flat, TensorRef((), IO.OUTPUT, 0)) is flat
     with pytest.raises(Unavailable, match="no reshape"):
-        _in_npu_shape(npu, Loaded(np.zeros(7, np.float32), None, "float32", (7,)), reshaped)
+        in_npu_shape(npu, Loaded(np.zeros(7, np.float32), None, "float32", (7,)), reshaped)
 
 
 def _summary_pair(tmp_path, npu: TensorSummary, bench: TensorSummary, npu_name: str, from_index: bool) -> Pair:

@@ -86,10 +86,10 @@ def test_without_the_extension_the_compiled_engine_is_numpy_and_says_so():
 
 
 def test_compiled_engine_is_built_and_reads_unaligned_chunks():
-    assert moments._fused is not None, "tcmp.summaries.compiled is not built (pip install -e . needs a C compiler)"
+    assert moments.c_loops is not None, "tcmp.summaries.compiled is not built (pip install -e . needs a C compiler)"
     source = Path(moments.__file__).with_name("compiled.c")
     # the build is optional: a failed rebuild after an edit leaves the previous module in place, untested
-    assert Path(moments._fused.__file__).stat().st_mtime >= source.stat().st_mtime, "stale: run pip install -e ."
+    assert Path(moments.c_loops.__file__).stat().st_mtime >= source.stat().st_mtime, "stale: run pip install -e ."
     values = _values(3 * BLOCK + 5, "mixed", np.float32)
     unaligned = np.frombuffer(b"\0" + values.tobytes(), np.float32, offset=1)
     assert not unaligned.flags.aligned and COMPILED.float32(unaligned) == COMPILED.float32(values)
@@ -107,12 +107,13 @@ def _cpu_flags() -> set[str]:
 
 def test_fused_summaries_are_used_exactly_where_the_cpu_has_avx2_f16c_and_pclmulqdq():
     expected = platform.machine() in ("x86_64", "AMD64") and {"avx2", "f16c", "pclmulqdq"} <= _cpu_flags()
-    assert bool(moments._fused.fused_summary_supported) == expected
+    assert bool(moments.c_loops.fused_summary_supported) == expected
     assert (COMPILED.float32_summary is not None) == (COMPILED.float16_summary is not None) == expected
 
 
 fused = pytest.mark.skipif(
-    moments._fused is None or not moments._fused.fused_summary_supported, reason="needs AVX2, F16C and PCLMULQDQ"
+    moments.c_loops is None or not moments.c_loops.fused_summary_supported,
+    reason="needs AVX2, F16C and PCLMULQDQ",
 )
 
 

@@ -13,14 +13,14 @@ import pytest
 from tcmp.compare.execute import prefetch
 from tcmp.schemas.dump_tree import FileKind
 
-PROBE = prefetch._in_page_cache  # the real probe, which the fixture below replaces in the module
+PROBE = prefetch.in_page_cache  # the real probe, which the fixture below replaces in the module
 
 
 @pytest.fixture
 def advised(monkeypatch):
     """(path, length) of every WILLNEED request, in order; the files written by the test count as on disk (read
     ahead) unless it says otherwise."""
-    monkeypatch.setattr(prefetch, "_in_page_cache", lambda path, at_end: False)
+    monkeypatch.setattr(prefetch, "in_page_cache", lambda path, at_end: False)
     calls = []
     real = os.posix_fadvise
 
@@ -92,7 +92,7 @@ def test_a_dump_in_the_page_cache_is_not_read_ahead(tmp_path, advised, monkeypat
         probed.append((path, at_end))
         return True
 
-    monkeypatch.setattr(prefetch, "_in_page_cache", cached)
+    monkeypatch.setattr(prefetch, "in_page_cache", cached)
     pairs = [SimpleNamespace(npu=_ref(f), bench=_ref(f)) for f in files]
     assert list(prefetch.read_ahead(pairs)) == pairs
     prefetch.read_headers_ahead(files)
@@ -107,7 +107,7 @@ def test_a_dump_in_the_page_cache_is_not_read_ahead(tmp_path, advised, monkeypat
 
 def test_one_file_on_disk_among_the_samples_is_enough_to_read_ahead(tmp_path, advised, monkeypatch):
     files = [_file(tmp_path / f"f{i}", 100) for i in range(20)]
-    monkeypatch.setattr(prefetch, "_in_page_cache", lambda path, at_end: path != files[10].path)
+    monkeypatch.setattr(prefetch, "in_page_cache", lambda path, at_end: path != files[10].path)
     pairs = [SimpleNamespace(npu=_ref(f), bench=_ref(f)) for f in files]
     list(prefetch.read_ahead(pairs))
     assert len(advised) == len(files)
@@ -118,15 +118,15 @@ def test_page_cache_probe(tmp_path, monkeypatch):
     EAGAIN RWF_NOWAIT gives then) or cannot be asked that way (an older kernel) counts as on disk."""
     path = tmp_path / "written"
     path.write_bytes(b"x" * 10_000)
-    assert prefetch._in_page_cache(path, at_end=True) and prefetch._in_page_cache(path, at_end=False)
+    assert prefetch.in_page_cache(path, at_end=True) and prefetch.in_page_cache(path, at_end=False)
     for error in (BlockingIOError(11, "would block"), OSError(95, "not supported")):
 
         def failing(*args, error=error):
             raise error
 
         monkeypatch.setattr(prefetch.os, "preadv", failing)
-        assert not prefetch._in_page_cache(path, at_end=True)
-    assert prefetch._in_page_cache(tmp_path / "missing", at_end=True)  # gone: nothing to read ahead
+        assert not prefetch.in_page_cache(path, at_end=True)
+    assert prefetch.in_page_cache(tmp_path / "missing", at_end=True)  # gone: nothing to read ahead
 
 
 def test_a_fifo_named_like_a_dump_file_does_not_block(tmp_path, advised):

@@ -16,7 +16,7 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 
 from tcmp.schemas.graph_lines import line_view
-from tcmp.schemas.graph_reader import _WANTED_KEYS, _Reader, parse_graph_text
+from tcmp.schemas.graph_reader import WANTED_KEYS, GraphTextReader, parse_graph_text
 from tcmp.schemas.graph_text import NotLineShaped
 from tcmp.schemas.graph_tokens import token_view
 from tcmp.schemas.proto import GE_IR_DATA_TYPE, GraphDef, ModelDef
@@ -24,7 +24,7 @@ from tcmp.schemas.proto import GE_IR_DATA_TYPE, GraphDef, ModelDef
 from .graph_reference import reference_records
 
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-_READ_KEYS = [k.decode() for k in _WANTED_KEYS]
+_READ_KEYS = [k.decode() for k in WANTED_KEYS]
 _LIST_TYPES = GraphDef.DESCRIPTOR.file.pool.FindEnumTypeByName("tcmp.ge_ir.AttrDef.ListValue.ListValueType")
 
 # Text with everything that breaks a naive reader: quotes, braces, colons, escapes, comment marks, non-ASCII.
@@ -173,10 +173,10 @@ def test_records_equal_protobufs_on_text_no_printer_writes(graph: GraphDef, data
 def test_line_and_token_views_read_printed_text_alike(graph: GraphDef) -> None:
     raw = text_format.MessageToString(graph).encode()
     try:
-        by_lines = _Reader(line_view(raw, _WANTED_KEYS)).read()
+        by_lines = GraphTextReader(line_view(raw, WANTED_KEYS)).read()
     except NotLineShaped:  # a literal holding something only the tokenizer may judge
         return
-    assert by_lines == _Reader(token_view(raw)).read()
+    assert by_lines == GraphTextReader(token_view(raw)).read()
 
 
 def test_the_line_view_is_the_one_taken_for_printed_graphs() -> None:
@@ -187,5 +187,5 @@ def test_the_line_view_is_the_one_taken_for_printed_graphs() -> None:
     op.attr["value"].s = bytes(range(256))
     op.output_desc.add(dtype=2).attr["_fx_tensor_name"].s = b"mul-aten.mul.Tensor.OUTPUT.0"
     for text in (text_format.MessageToString(graph), str(graph)):
-        view = line_view(text.encode(), _WANTED_KEYS)
-        assert _Reader(view).read() == reference_records(text)
+        view = line_view(text.encode(), WANTED_KEYS)
+        assert GraphTextReader(view).read() == reference_records(text)

@@ -21,8 +21,9 @@ from tcmp.schemas.dump_tree import DumpFile, FileKind, GraphFile, Unrecognized, 
 from tcmp.schemas.ge_names import GeNameForm
 from tcmp.schemas.graph_files import graph_files_in, other_graph_dumps
 from tcmp.schemas.graph_names import GraphKind, GraphNameForm
+from tcmp.schemas.synth.fx_writer import FxEra
 from tcmp.schemas.synth.model import ModelConfig
-from tcmp.schemas.synth.scenario import FxEra, ScenarioConfig, write_scenario
+from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
 TS = 1764400000000000
 FX_TS = "20261129083000000017"

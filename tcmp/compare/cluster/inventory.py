@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-from tcmp.compare.collect.inputs import CompareInputs, GoldenKind
+from tcmp.compare.collect.binding import GoldenKind
+from tcmp.compare.collect.inputs import CompareInputs
 from tcmp.compare.execute.executor import UnitDone
 from tcmp.compare.execute.run import collect_inputs, directory_items, orphans_batch, summary_only_dirs
 from tcmp.compare.execute.units import Unit, plan_bindings

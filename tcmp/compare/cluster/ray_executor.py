@@ -27,7 +27,7 @@ from tcmp.compare.cluster.inventory import (
     node_name,
     take_inventory,
 )
-from tcmp.compare.collect.inputs import Binding
+from tcmp.compare.collect.binding import Binding
 from tcmp.compare.execute.executor import NotCompared, UnitDone, UnitJob
 from tcmp.compare.execute.progress import REPORT_INTERVAL_S, ProgressTracker
 from tcmp.compare.records import CompareError

@@ -23,7 +23,7 @@ from typing import Optional
 
 from tcmp.compare.collect import guidance
 from tcmp.compare.collect.binding import BY_NAME_ONLY, Binder, Binding, GoldenKind, GraphCache, single_run
-from tcmp.compare.collect.sources import UNREADABLE_INDEX, DumpSource, by_model, by_token, unusable
+from tcmp.compare.collect.sources import UNREADABLE_INDEX, DumpSource, by_model, unusable
 from tcmp.compare.records import CompareError, Role, Unmatched
 from tcmp.schemas.dump_outline import DumpDir, DumpOutline, dump_names, dump_roots, outline
 from tcmp.schemas.dump_records import Side
@@ -31,8 +31,6 @@ from tcmp.schemas.dump_tree import GraphFile
 from tcmp.schemas.graph_files import graph_files_by_content, graph_files_in, holds_ge_graph_text
 from tcmp.schemas.graph_names import GraphKind
 from tcmp.schemas.index import find_index, open_index
-
-__all__ = ["Binding", "CompareInputs", "DumpSource", "GoldenKind", "by_token", "collect", "unusable"]
 
 
 @dataclass(frozen=True)

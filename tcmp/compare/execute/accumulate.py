@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-from tcmp.compare.collect.inputs import Binding
+from tcmp.compare.collect.binding import Binding
 from tcmp.compare.execute.units import UnitResult
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.ranking import worst as worst_rows

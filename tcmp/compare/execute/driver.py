@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, TypeVar
 
-from tcmp.compare.collect.inputs import Binding, GoldenKind
+from tcmp.compare.collect.binding import Binding, GoldenKind
 from tcmp.compare.execute.accumulate import ResultStream
 from tcmp.compare.execute.executor import NotCompared, RankedUnit, UnitExecutor, UnitJob
 from tcmp.compare.execute.progress import ProgressCallback, ProgressTracker

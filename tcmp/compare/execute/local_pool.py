@@ -24,7 +24,7 @@ from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.verdict import Thresholds
 from tcmp.compare.records import Pair
 from tcmp.compare.report.outcome import UnmatchedBatch
-from tcmp.schemas.ge_dump import GeDump
+from tcmp.schemas.ge_header import GeDump
 from tcmp.schemas.host import die_with_parent, one_blas_thread
 
 

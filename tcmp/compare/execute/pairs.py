@@ -24,7 +24,7 @@ from tcmp.compare.records import Pair
 from tcmp.compare.report.outcome import Counts, Divergence
 from tcmp.compare.report.table import RenderedRows, render_rows
 from tcmp.schemas.dump_records import IO
-from tcmp.schemas.ge_dump import GeDump
+from tcmp.schemas.ge_header import GeDump
 
 
 def compare_unit(

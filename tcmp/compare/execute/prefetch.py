@@ -38,7 +38,7 @@ def _advise(path: Path, length: int = 0) -> int:
 SAMPLES = 8  # files probed to tell a dump in the page cache, where read-ahead would only cost syscalls
 
 
-def _in_page_cache(path: Path, at_end: bool) -> bool:
+def in_page_cache(path: Path, at_end: bool) -> bool:
     """Is the file's first (or last) byte in the page cache? A read with RWF_NOWAIT fails rather than wait for
     the disk. False where that cannot be told (older kernels, other systems): then read ahead."""
     try:
@@ -59,7 +59,7 @@ def _all_cached(paths: Sequence[Path], at_end: bool) -> bool:
     if not paths:
         return True
     step = max(1, len(paths) // SAMPLES)
-    return all(_in_page_cache(path, at_end) for path in paths[::step][:SAMPLES])
+    return all(in_page_cache(path, at_end) for path in paths[::step][:SAMPLES])
 
 
 def read_headers_ahead(files: Iterable[DumpFile]) -> None:

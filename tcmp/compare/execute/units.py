@@ -9,8 +9,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Optional, Union
 
+from tcmp.compare.collect.binding import Binding, GoldenKind
 from tcmp.compare.collect.fusion import GraphView
-from tcmp.compare.collect.inputs import Binding, CompareInputs, DumpSource, GoldenKind, by_token
+from tcmp.compare.collect.inputs import CompareInputs
+from tcmp.compare.collect.sources import DumpSource, by_token
 from tcmp.compare.execute.prefetch import read_headers_ahead
 from tcmp.compare.judge.rows import Row
 from tcmp.compare.match.executions import fx_calls, ge_executions
@@ -23,7 +25,8 @@ from tcmp.schemas.dump_records import IO
 from tcmp.schemas.dump_tree import DumpFile, FileKind
 from tcmp.schemas.errors import DumpError, unreadable_reason
 from tcmp.schemas.fx_dump import read_npy_header
-from tcmp.schemas.ge_dump import NOT_DUMPED, GeDump
+from tcmp.schemas.ge_dump import NOT_DUMPED
+from tcmp.schemas.ge_header import GeDump
 from tcmp.schemas.graph import Graph
 
 

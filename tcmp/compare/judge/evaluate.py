@@ -48,7 +48,7 @@ _NPU_FLOAT = {
 }
 
 
-def _at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
+def at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
     """An FX scalar argument is a Python number (saved as a 0-d float64); the GE Const that carries it holds it in
     the tensor's dtype. Round the scalar like the device did, or every fp16 constant would "fail". Works on the
     raw scalar and on its summary (compare from the index)."""
@@ -73,7 +73,7 @@ def _with_stats(loaded: Loaded, stats: BasicStats) -> Loaded:
     return Loaded(loaded.array, summary, loaded.dtype, loaded.shape, loaded.notes)
 
 
-def _in_npu_shape(npu: Loaded, bench: Loaded, ref: TensorRef) -> Loaded:
+def in_npu_shape(npu: Loaded, bench: Loaded, ref: TensorRef) -> Loaded:
     """A golden tensor the matcher found in another shape of the same elements, laid out as the NPU's (the
     reported shape stays the file's). Another element count means it is not that tensor: no verdict."""
     if not ref.reshaped or npu.array is None or bench.array is None:
@@ -197,11 +197,11 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
     try:
         if mode is Mode.TENSOR:
             npu = loader.raw(pair.npu)
-            raw_bench = _in_npu_shape(npu, loader.raw(pair.bench), pair.bench)
-            bench = _at_npu_precision(npu, raw_bench)
+            raw_bench = in_npu_shape(npu, loader.raw(pair.bench), pair.bench)
+            bench = at_npu_precision(npu, raw_bench)
         else:
             npu = loader.data(pair.npu)
-            bench = _at_npu_precision(npu, loader.data(pair.bench))
+            bench = at_npu_precision(npu, loader.data(pair.bench))
         if pair.cast is not None and not pair.cast.preserving:
             bench, note = _cast_of(bench, npu, pair.cast, mode)
             messages = [m for m in messages if not m.startswith("self check")] + [note]  # it says more

@@ -29,7 +29,8 @@ from tcmp.schemas.dump_tree import FileKind
 from tcmp.schemas.errors import DumpError, TensorNotDumped, describe
 from tcmp.schemas.ffts import SliceFile, merge_ffts_slices
 from tcmp.schemas.fx_dump import read_fx_value
-from tcmp.schemas.ge_dump import NOT_DUMPED, GeDump, GeDumpReader, open_ge_dump
+from tcmp.schemas.ge_dump import NOT_DUMPED, GeDumpReader, open_ge_dump
+from tcmp.schemas.ge_header import GeDump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.stats_files import read_fx_min_max_npy
 from tcmp.summaries.merge import CRC_UNKNOWN

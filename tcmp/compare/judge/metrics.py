@@ -37,9 +37,9 @@ from tcmp.schemas.dtypes import to_float32
 from tcmp.schemas.dump_records import Summary
 
 try:
-    from tcmp.summaries import compiled as _fused  # the compiled pair loop (compiled.c)
+    from tcmp.summaries import compiled as c_loops  # the compiled pair loop (compiled.c)
 except ImportError:  # installed without a C compiler: numpy computes the same numbers, several times slower
-    _fused = None  # type: ignore[assignment]  # a module or None: mypy has no optional module type
+    c_loops = None  # type: ignore[assignment]  # a module or None: mypy has no optional module type
 
 
 class _NotAvailable:
@@ -259,7 +259,7 @@ _FUSED_KINDS = {
 
 
 def fused_loop_built() -> bool:
-    return _fused is not None
+    return c_loops is not None
 
 
 def _flat_bytes(array: np.ndarray) -> np.ndarray:
@@ -274,7 +274,7 @@ def fused_metrics(npu: np.ndarray, bench: np.ndarray, carried: Optional[np.dtype
     other dtypes, NaN/inf: numpy's exact path takes those)."""
     npu, bench = np.asarray(npu), np.asarray(bench)
     nk, bk = _FUSED_KINDS.get(npu.dtype), _FUSED_KINDS.get(bench.dtype)
-    if _fused is None or nk is None or bk is None:
+    if c_loops is None or nk is None or bk is None:
         return None
     messages: list[str] = []
     unmatched = _mismatch(npu.shape, bench.shape, npu.size, npu.dtype, bench.dtype, messages)
@@ -282,7 +282,7 @@ def fused_metrics(npu: np.ndarray, bench: np.ndarray, carried: Optional[np.dtype
         return unmatched
     unit = RULE.unit(npu.dtype, bench.dtype, carried)
     ulp_args = () if unit is None else (unit.mantissa_bits, unit.min_exponent)
-    n_max, n_min, n_sum, nn, b_max, b_min, b_sum, bb, dot, d_max, d_min, dd, rel, one, five, ulps = _fused.pair_sums(
+    n_max, n_min, n_sum, nn, b_max, b_min, b_sum, bb, dot, d_max, d_min, dd, rel, one, five, ulps = c_loops.pair_sums(
         _flat_bytes(npu), nk, _flat_bytes(bench), bk, *ulp_args
     )
     if not (math.isfinite(nn) and math.isfinite(bb)):

@@ -18,7 +18,8 @@ from tcmp.schemas.dump_tree import DumpFile, FileKind
 from tcmp.schemas.errors import DumpError, describe, unreadable_reason
 from tcmp.schemas.ffts import ffts_base_name
 from tcmp.schemas.fx_dump import FxFileName
-from tcmp.schemas.ge_dump import GeDump, read_ge_dump
+from tcmp.schemas.ge_dump import read_ge_dump
+from tcmp.schemas.ge_header import GeDump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.summaries.ffts import merged_slice_tensors
 from tcmp.summaries.summarize import summarize_file

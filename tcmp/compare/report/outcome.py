@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Optional, Protocol
 
-from tcmp.compare.collect.inputs import GoldenKind
+from tcmp.compare.collect.binding import GoldenKind
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.rows import Row
 from tcmp.compare.judge.verdict import Thresholds

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from tcmp.compare.collect.inputs import Binding
+from tcmp.compare.collect.binding import Binding
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.report.outcome import CompareResult, Divergence, RankResult
 from tcmp.compare.report.page import PageWriter

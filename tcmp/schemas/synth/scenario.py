@@ -468,15 +468,3 @@ def write_scenario(root: Path, config: ScenarioConfig = ScenarioConfig()) -> Sce
         graphs=tuple(graphs),
         target_ops=tuple(target.records),
     )
-
-
-__all__ = [
-    "IO",
-    "FxEra",
-    "Scenario",
-    "ScenarioConfig",
-    "TargetOp",
-    "Undumped",
-    "sanitize",
-    "write_scenario",
-]
