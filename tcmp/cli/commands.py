@@ -197,7 +197,7 @@ def compare(
     """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
     from tcmp.compare.execute.run import compare_workers, run_compare
     from tcmp.compare.judge.verdict import Thresholds
-    from tcmp.compare.report.console import print_plan, print_summary
+    from tcmp.compare.report.console import print_outcome, print_plan
     from tcmp.compare.report.outcome import CompareOptions, DataMode
     from tcmp.compare.report.writers import ReportChoice, chosen_formats
 
@@ -227,7 +227,7 @@ def compare(
         result, inputs = run_compare(options, output_path, formats=formats, progress=advance, workers=workers)
     if verbose_given():  # what was compared with what, and how long it took
         print_plan(err, inputs, time.monotonic() - started, jobs)
-    print_summary(out, result)
+    print_outcome(out, result)
     if result.unreadable or (fail_on_diff and result.failed):
         raise typer.Exit(EXIT_FAILURES)
 
@@ -235,7 +235,7 @@ def compare(
 def _compare_on_cluster(options, address: str, output_path: Path, formats: tuple, fail_on_diff: bool) -> None:
     from tcmp.compare.cluster.overview import cluster_lines
     from tcmp.compare.cluster.run import run_cluster_compare
-    from tcmp.compare.report.console import print_summary
+    from tcmp.compare.report.console import print_outcome
 
     with progress_display(percent=True) as progress:
         task = progress.add_task("comparing on the cluster", total=None)
@@ -244,11 +244,11 @@ def _compare_on_cluster(options, address: str, output_path: Path, formats: tuple
             progress.update(task, completed=done, total=total)
 
         done = run_cluster_compare(options, address, output_path, formats=formats, progress=advance)
-    print_summary(out, done.result)
+    print_outcome(out, done.result)
     for line in cluster_lines(done.result, done.summary):
         out.print(escape(line), highlight=False)
-    if done.summary_path is not None:
-        out.print(f"cluster summary: {escape(str(done.summary_path))}", highlight=False)
+    if done.overview_path is not None:
+        out.print(f"cluster summary: {escape(str(done.overview_path))}", highlight=False)
     if done.page_path is not None:
         out.print(f"cluster page: {escape(str(done.page_path))}", highlight=False)
     if not done.complete:
@@ -269,7 +269,7 @@ def demo(
 ) -> None:
     """The main job on a built-in example: a simulated inference writes a synthetic GE dump (with injected faults)
     and its golden FX dump while `tcmp watch --drop-raw` condenses them; then the compare runs from the index."""
-    from tcmp.compare.report.console import print_summary
+    from tcmp.compare.report.console import print_outcome
     from tcmp.daemon.demo import INCOMPLETE_TIMEOUT_S, run_demo
     from tcmp.daemon.retention import format_size
 
@@ -290,7 +290,7 @@ def demo(
     for problem in index.recent_errors:
         out.print(f"  kept raw: {escape(str(problem.path))}: {escape(problem.error)}")
     out.print(f"injected faults: {', '.join(demo_result.faults)}")
-    print_summary(out, demo_result.result)
+    print_outcome(out, demo_result.result)
 
 
 @app.command()

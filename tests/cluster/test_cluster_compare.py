@@ -173,8 +173,8 @@ def test_the_cluster_summary_names_the_rank_that_diverged_first(cluster, data, t
     every = range(TOKENS)
     assert firsts == {0: [], 1: [(t, "SoftmaxV2_0") for t in every], 2: [(t, "MatMul_0") for t in every],
                       3: [(1, "MatMul_0")]}  # fmt: skip
-    written = json.loads(done.summary_path.read_text())
-    assert written["earliest_divergence"] == earliest and done.summary_path.name.endswith("_cluster_summary.json")
+    written = json.loads(done.overview_path.read_text())
+    assert written["earliest_divergence"] == earliest and done.overview_path.name.endswith("_cluster_summary.json")
     # the cluster's page: the same story, readable offline (no script), linking each rank's own page
     page = done.page_path.read_text()
     assert done.page_path.name.endswith("_cluster_report.html") and "<script" not in page

@@ -18,7 +18,7 @@ from rich.console import Console
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.verdict import Thresholds
-from tcmp.compare.report.console import print_summary, token_ranges
+from tcmp.compare.report.console import print_outcome, token_ranges
 from tcmp.compare.report.legend import legend
 from tcmp.compare.report.outcome import CompareOptions, DataMode
 from tcmp.schemas.synth.faults import Fault, FaultKind
@@ -50,7 +50,7 @@ def compared(scenario, tmp_path_factory):
 def render(result, width: int, terminal: bool) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=terminal, color_system=None, highlight=False)
-    print_summary(console, result)
+    print_outcome(console, result)
     return buffer.getvalue()
 
 

@@ -49,7 +49,7 @@ def _divergence(d: Divergence) -> dict:
     }
 
 
-def cluster_summary(
+def cluster_overview(
     result: CompareResult,
     placed: Mapping[Optional[int], Sequence[str]],
     not_compared: Sequence[NotCompared],
@@ -88,7 +88,7 @@ def _earliest(earliest: Optional[Earliest]) -> Optional[dict]:
     return {"rank": d.rank, **_divergence(d), "same_op_ranks": list(earliest.same_op)}
 
 
-def write_cluster_summary(directory: Path, stem: str, summary: dict) -> Path:
+def write_cluster_overview(directory: Path, stem: str, summary: dict) -> Path:
     """`{stem}_cluster_summary.json`, written under a temporary name and renamed (never over an earlier one)."""
     final = directory / f"{stem}_cluster_summary.json"
     n = 0

@@ -132,9 +132,9 @@ def cluster_page_html(
     )
 
 
-def write_cluster_page(directory: Path, summary_path: Path, html_text: str) -> Path:
+def write_cluster_page(directory: Path, overview_path: Path, html_text: str) -> Path:
     """Beside the cluster summary (`…_cluster_summary.json` → `…_cluster_report.html`), under a temporary name
     first."""
-    final = directory / summary_path.name.replace("_cluster_summary.json", "_cluster_report.html")
+    final = directory / overview_path.name.replace("_cluster_summary.json", "_cluster_report.html")
     write_atomically(final, html_text)
     return final

@@ -13,7 +13,7 @@ from typing import Optional
 
 import tcmp
 from tcmp.compare.cluster.inventory import check_versions, plan_cluster
-from tcmp.compare.cluster.overview import cluster_summary, write_cluster_summary
+from tcmp.compare.cluster.overview import cluster_overview, write_cluster_overview
 from tcmp.compare.cluster.page import cluster_page_html, write_cluster_page
 from tcmp.compare.cluster.ray_executor import (
     RayExecutor,
@@ -37,7 +37,7 @@ class ClusterCompare:
     result: CompareResult  # of the ranks compared completely
     not_compared: tuple[NotCompared, ...]
     summary: dict
-    summary_path: Optional[Path]
+    overview_path: Optional[Path]
     nodes: tuple[str, ...]  # that answered the inventory
     nodes_lost: tuple[str, ...] = ()  # that died during the compare
     retried: int = 0  # units run again on another node after their node died
@@ -80,10 +80,10 @@ def run_cluster_compare(
     not_compared = (*(NotCompared(None, why) for why in plan.uncompared), *done.unfinished)
     placed = {p.rank: [plan.names.get(n, n) for n in p.nodes] for p in plan.ranks}
     lost = tuple(executor.names.get(n, n) for n in executor.dead)
-    summary = cluster_summary(result, placed, not_compared, lost)
+    summary = cluster_overview(result, placed, not_compared, lost)
     path = page = None
     if output_dir is not None and done.report_stamp is not None:
-        path = write_cluster_summary(Path(output_dir), f"{PREFIX}_{done.report_stamp}", summary)
+        path = write_cluster_overview(Path(output_dir), f"{PREFIX}_{done.report_stamp}", summary)
         if html:
             text = cluster_page_html(result, placed, not_compared, lost, Path(output_dir))
             page = write_cluster_page(Path(output_dir), path, text)

@@ -208,7 +208,7 @@ def print_plan(console: Console, inputs: CompareInputs, seconds: float, jobs: in
     say(console, f"compared in {seconds:.2f} s with {jobs} process{'es' if jobs > 1 else ''}")
 
 
-def print_summary(console: Console, result: CompareResult) -> None:
+def print_outcome(console: Console, result: CompareResult) -> None:
     say(console, f"golden: {result.golden_description}; data mode: {result.mode.value} ({escape(result.mode_reason)})")
     for note in result.notes:
         say(console, f"[yellow]note:[/] {escape(note)}")
