@@ -288,6 +288,7 @@ def demo(
         f"{format_size(index.bytes_freed)} of raw files deleted, {index.failed} recorded as failed"
     )
     for problem in index.recent_errors:
+        assert problem.error is not None  # an error row is written with its reason (ProblemRow.error is a str)
         out.print(f"  kept raw: {escape(str(problem.path))}: {escape(problem.error)}")
     out.print(f"injected faults: {', '.join(demo_result.faults)}")
     print_outcome(out, demo_result.result)
@@ -376,8 +377,8 @@ def status(
         from tcmp.daemon.cluster_status import cluster_status, table
 
         rows = cluster_status(cluster, directory, db)
-        for line in table(rows):
-            out.print(escape(line), highlight=False)
+        for text in table(rows):
+            out.print(escape(text), highlight=False)
         return
 
     lines = status_lines(watch_status(locate_index(directory, db)))

@@ -227,9 +227,11 @@ def plan_cluster(inventories: Sequence[NodeInventory], compare_id: str = "") -> 
         for rank in sorted(inv.holdings.target_ranks - compared - {None}):
             uncompared.append(f"rank {rank}: its target is on {inv.name}, but no node can compare it (no node "
                               "sees both its target and its golden)")  # fmt: skip
+    golden_kind = kinds.pop()
+    assert golden_kind is not None  # a node with ranks took its inventory: only an error's Holdings has no kind
     return ClusterPlan(
         ranks=tuple(places),
-        golden_kind=kinds.pop(),
+        golden_kind=golden_kind,
         golden_fused=any(inv.holdings.golden_fused for inv in inventories),
         summary_only_dirs=summary_only,
         dirs=dirs,

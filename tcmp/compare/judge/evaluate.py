@@ -64,11 +64,12 @@ def at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
     s = bench.summary
     if s is None or s.numel != 1 or s.min is None or bench.shape not in ((), (1,)):
         return bench
-    rounded = summarize(np.asarray(s.min, dtype=np.float64).astype(target), with_crc=s.crc32 is not None)
-    return Loaded(None, rounded, str(target), bench.shape, (*bench.notes, note))
+    rounded_summary = summarize(np.asarray(s.min, dtype=np.float64).astype(target), with_crc=s.crc32 is not None)
+    return Loaded(None, rounded_summary, str(target), bench.shape, (*bench.notes, note))
 
 
 def _with_stats(loaded: Loaded, stats: BasicStats) -> Loaded:
+    assert loaded.array is not None  # the stats were computed on the way from this array (tensor mode)
     summary = Summary(loaded.array.size, stats.min, stats.max, stats.mean, stats.l2norm, 0, 0)
     return Loaded(loaded.array, summary, loaded.dtype, loaded.shape, loaded.notes)
 
@@ -132,11 +133,12 @@ def _where(ref: TensorRef, loaded: Loaded) -> str:
     if s is not None and s.numel and s.nan_count == s.numel:
         what = "every element is NaN"
     else:
-        what = {
+        by_kind: dict[Optional[FileKind], str] = {
             FileKind.GE_STATS_CSV: "a stats CSV's empty or NA cells",
             FileKind.GE_MIN_MAX_NPZ: "an appendix min/max file without them",
             FileKind.FX_MIN_MAX_NPY: "an appendix min/max file without them",
-        }.get(kind, "no numeric data")
+        }
+        what = by_kind.get(kind, "no numeric data")
     return f"{what}; from tcmp's index, the raw file deleted" if ref.raw_deleted else what
 
 
@@ -164,6 +166,7 @@ def _cast_of(inp: Loaded, out: Loaded, check: CastCheck, mode: Mode) -> tuple[Lo
 
 def _widened(inp: Loaded, check: CastCheck) -> Loaded:
     """A value-preserving cast's input in the output's dtype (exact), whose CRC-32 the output's must equal."""
+    assert inp.array is not None  # `evaluate` raises Unavailable first when there is no raw input
     array = inp.array.astype(numpy_dtype(check.target))
     note = f"CRC-32 of the input in the cast's output dtype ({check.label})"
     return Loaded(array, None, check.target, inp.shape, (*inp.notes, note))
@@ -215,6 +218,7 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
                 npu, bench = (_with_stats(x, s) for x, s in zip((npu, bench), tensor.stats))
         npu, bench = loader.summarized(npu, mode), loader.summarized(bench, mode)
         if mode is Mode.TENSOR:
+            assert tensor is not None  # computed above in tensor mode
             messages += tensor.messages
             judgement = judge_tensor(tensor, thresholds)
             if judgement.note is not None:
@@ -231,6 +235,7 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
                              if side in empty]  # fmt: skip
                 judgement = Judgement(Result.NA, False)
             else:
+                assert npu.summary is not None and bench.summary is not None  # `_has_statistics` on both (`empty`)
                 statistics = statistics_metrics(npu.summary, bench.summary)
                 messages += statistics.messages
                 b = bench.summary
@@ -240,9 +245,12 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
                     messages.append(judgement.note)
                 one_side = statistics.nan_inf_one_side
             if _shapes_differ(npu.shape, bench.shape) and not _reshaped_alike(npu.shape, bench.shape, pair.bench):
+                assert npu.shape is not None and bench.shape is not None  # `_shapes_differ` is False without both
                 messages.append(f"Shape of NPU {list(npu.shape)} and bench {list(bench.shape)} tensor do not match.")
                 judgement = Judgement(Result.FAIL, False)
         else:
+            if npu.summary is None or bench.summary is None:  # a stored summary that knows nothing numeric
+                raise AttributeError("'NoneType' object has no attribute 'crc32'")  # as before: not handled here
             n_crc, b_crc = crc_hex(npu.summary.crc32), crc_hex(bench.summary.crc32)
             why: list[str] = []
             if n_crc is None or b_crc is None:

@@ -161,6 +161,7 @@ class TensorLoader:
 
     def metrics(self, pair: Pair, npu: Loaded, bench: Loaded, bench_rounded: bool) -> TensorMetrics:
         """Tensor metrics of a pair, reusing what earlier pairs of this token prepared or computed."""
+        assert npu.array is not None and bench.array is not None  # tensor mode: `raw` loads arrays or raises
         ref = pair.bench
         bench_key = (tuple(f.path for f in ref.files), ref.io, ref.index, ref.sub_index, ref.element,
                      npu.array.shape if ref.reshaped else None)  # fmt: skip

@@ -26,7 +26,7 @@ import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import ml_dtypes
 import numpy as np
@@ -35,6 +35,9 @@ from tcmp.compare.rules.shapes import squeezed
 from tcmp.compare.rules.ulp import RULE, UlpTolerance
 from tcmp.schemas.dtypes import to_float32
 from tcmp.schemas.dump_records import Summary
+
+if TYPE_CHECKING:  # typing.TypeIs is 3.13+; mypy knows typing_extensions, nothing imports it at run time
+    from typing_extensions import TypeIs
 
 try:
     from tcmp.summaries import compiled as c_loops  # the compiled pair loop (compiled.c)
@@ -61,6 +64,12 @@ class _NotAvailable:
 
 NA = _NotAvailable()
 Cell = Union[float, _NotAvailable]
+
+
+def is_na(cell: object) -> TypeIs[_NotAvailable]:
+    """`cell is NA`, in the form mypy narrows a `Cell` by (it cannot narrow `is` against an instance)."""
+    return cell is NA
+
 
 ONE_THOUSANDTH = 0.001
 FIVE_THOUSANDTHS = 0.005
@@ -116,8 +125,8 @@ _metric_cells = operator.attrgetter(*(f.name for f in _METRIC_FIELDS))
 TENSOR_CELLS: tuple[str, ...] = tuple(f.metadata["column"] for f in _METRIC_FIELDS)
 
 
-def _all_na(messages: Sequence[str], **flags: bool) -> TensorMetrics:
-    return TensorMetrics(messages=tuple(messages), **flags)
+def _all_na(messages: Sequence[str], *, shape_mismatch: bool = False, nan_inf_mismatch: bool = False) -> TensorMetrics:
+    return TensorMetrics(messages=tuple(messages), shape_mismatch=shape_mismatch, nan_inf_mismatch=nan_inf_mismatch)
 
 
 def _numeric(array: np.ndarray) -> np.ndarray:
@@ -313,6 +322,7 @@ def compare_prepared(n: Prepared, b: Prepared, carried: Optional[np.dtype] = Non
     if n.finite and b.finite:
         rel = _relative_errors(n.as_type(rt), b.as_type(rt), b.zeros(rt))
         sums = _numpy_sums(n.f64, b.f64, n.squares, b.squares, rel, unit)
+        assert n.stats is not None and b.stats is not None  # both finite, and not empty (`_mismatch` took that)
         return _from_sums(sums, rel.size, messages, (n.stats, b.stats), unit, narrower)
     # NaN/inf somewhere (rare): the slow, exact path
     cleaned = _zero_matched_nan_inf(n.flat, b.flat, messages)

@@ -13,7 +13,7 @@ import heapq
 import math
 from collections.abc import Iterable
 
-from tcmp.compare.judge.metrics import NA
+from tcmp.compare.judge.metrics import is_na
 from tcmp.compare.judge.rows import Row
 from tcmp.compare.judge.verdict import Result
 
@@ -31,7 +31,7 @@ def severity(row: Row) -> tuple:
 
     if row.tensor is not None:
         cosine = row.tensor.cosine
-        cosine = -2.0 if cosine is NA or (isinstance(cosine, float) and math.isnan(cosine)) else cosine
+        cosine = -2.0 if is_na(cosine) or (isinstance(cosine, float) and math.isnan(cosine)) else cosine
         return (False, -cosine, num(row.tensor.max_relative_err))
     if row.statistics is not None:
         return (False, num(row.statistics.l2norm.relative), num(row.statistics.max.relative))

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from tcmp.compare.judge.metrics import NA, Cell, Mode, StatDiff, StatisticsMetrics, TensorMetrics
+from tcmp.compare.judge.metrics import NA, Cell, Mode, StatDiff, StatisticsMetrics, TensorMetrics, is_na
 from tcmp.compare.rules.ulp import RULE, StatValues, UlpTolerance
 
 
@@ -124,7 +124,7 @@ def _rounding_noise(m: TensorMetrics, passed: bool, reached: bool) -> Judgement:
 def _stat_within(d: StatDiff, bench: Optional[float], scale: float, t: Thresholds) -> bool:
     """A relative error within the limit; for a bench stat that is tiny against the tensor's range, the absolute
     difference against that range instead."""
-    if d.diff is NA:
+    if is_na(d.diff):
         return True  # not known on one side: not judged here (messages say so)
     if isinstance(d.diff, float) and math.isnan(d.diff):
         return False

@@ -196,7 +196,7 @@ class FxMatcher:
 
     def _inputs(self, e: GeExecution, resolved: ResolvedExecution, stack: Optional[str]) -> None:
         edges = [(op, edge) for op, _, edge in group_inputs(self.view, resolved)]
-        by_shape: list[tuple[int, GraphOp, GraphOp, str]] = []
+        by_shape: list[tuple[int, GraphOp, Optional[GraphOp], str]] = []
         for k in range(len(e.inputs)):  # (a tensor not dumped is still paired: its partner is then listed as such)
             if k >= len(edges):
                 self.ctx.no_partner(e, IO.INPUT, k, f"GE input {k} has no data edge in the graph ({len(edges)} edges)")
@@ -260,7 +260,8 @@ class FxMatcher:
         none: an expansion is a chain ending in one node's tensors)."""
         if any(o.fx_tensor for o in op.outputs):
             return [op]
-        ends, seen, stack = {}, {op.name}, [op]
+        ends: dict[str, GraphOp] = {}
+        seen, stack = {op.name}, [op]
         while stack and len(ends) <= 1:
             for consumer, _ in self.view.consumers.get(stack.pop().name, ()):
                 if consumer.name in seen:
@@ -345,12 +346,12 @@ class FxMatcher:
             # holding the same values, else it cannot be told which.
             held = [item for item in fitting if self.fx.holds(item[2], e, k)]
             if not held:
-                shape = list(want) if want is not None else "?"
+                shown = list(want) if want is not None else "?"
                 self.ctx.no_partner(
                     e,
                     IO.INPUT,
                     k,
-                    f"{what}: {len(fitting)} arguments of {call.key} of shape {shape} "
+                    f"{what}: {len(fitting)} arguments of {call.key} of shape {shown} "
                     "are left and none holds its values: which is its copy cannot be told",
                 )
                 return
@@ -374,12 +375,12 @@ class FxMatcher:
                 e, IO.INPUT, k, f"{what}: the inputs of {call.key} are min/max files without shapes to tell them apart"
             )
         else:
-            shape = list(want) if want is not None else "?"
+            shown = list(want) if want is not None else "?"
             self.ctx.by_design(
                 e,
                 IO.INPUT,
                 k,
-                f"{what}: {call.key} has no positional FX input of shape {shape} left "
+                f"{what}: {call.key} has no positional FX input of shape {shown} left "
                 "(the FX dumper writes positional arguments only: a tensor passed as a "
                 "keyword argument is never dumped)",
             )

@@ -79,9 +79,9 @@ class FxSources:
         self.executions: dict[str, list[GeExecution]] = defaultdict(list)
         for e in target:
             self.executions[e.op_name].append(e)
-            op = view.op(e.op_name)
-            if op is not None and op.name != e.op_name:  # a file's sanitized name: under the graph's too
-                self.executions[op.name].append(e)
+            named = view.op(e.op_name)
+            if named is not None and named.name != e.op_name:  # a file's sanitized name: under the graph's too
+                self.executions[named.name].append(e)
         self._alignments: dict[tuple[str, str], dict[int, int]] = {}
         self._overwritten: dict[tuple[str, int], Optional[FxCall]] = {}
         self.patterns = PatternCalls(self.fx, self.named_keys)
@@ -129,6 +129,7 @@ class FxSources:
                 f"expansion{view}, which names only the tensors it returns",
                 UnmatchedKind.BY_DESIGN,
             )
+        assert desc is not None  # `fx` is None without it
         key, target, notes = fx.node_key, fx.target, []
         if key not in self.fx.calls:
             if is_sym_target(target):
@@ -204,11 +205,13 @@ class FxSources:
                     if c.key not in self.named_keys
                     and int(c.timestamp or 0) <= int(over.timestamp or 0)
                     and type_fits_target(op.type, c.target)
-                    and c.output(0) is not None
-                    and self.fx.same_header(c.output(0), copy)
+                    and (out := c.output(0)) is not None
+                    and self.fx.same_header(out, copy)
                 ]
                 if len(candidates) > 1:
-                    candidates = [c for c in candidates if self.fx.same_content(c.output(0), copy)]
+                    candidates = [
+                        c for c in candidates if (out := c.output(0)) is not None and self.fx.same_content(out, copy)
+                    ]
                 if len(candidates) == 1:
                     found = candidates[0]
                     self.written_over[fx.node_key] = found.key

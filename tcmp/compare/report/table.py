@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Optional, Union
 
-from tcmp.compare.judge.metrics import NA, TENSOR_CELLS, Mode
+from tcmp.compare.judge.metrics import TENSOR_CELLS, Cell, Mode, is_na
 from tcmp.compare.judge.rows import Row
 from tcmp.compare.judge.verdict import Colour
 from tcmp.compare.records import Unmatched
@@ -69,10 +69,10 @@ def percent_columns(mode: Mode) -> frozenset[int]:
     return frozenset(header.index(name) for name in STATISTICS_RELATIVE_COLUMNS)
 
 
-def number(value: Optional[float]) -> str:
+def number(value: Optional[Cell]) -> str:
     """A float cell: `N/A` when unknown, `NaN`, `inf` / `-inf`, else `SIGNIFICANT_DIGITS` significant digits
     (trailing zeros dropped; `0`, never `-0`)."""
-    if value is None or value is NA:
+    if value is None or is_na(value):
         return "N/A"
     if isinstance(value, bool):
         return str(value)
