@@ -10,7 +10,7 @@ from pathlib import Path
 
 # every package whose directory is its own (pyproject's package-dir); their sub-packages are below them
 PACKAGES = ("tcmp", "tcmp.schemas", "tcmp.summaries", "tcmp.compare", "tcmp.daemon")
-SOURCE_SUFFIXES = frozenset({".py", ".c", ".js", ".css", ".html", ".proto"})
+SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".c", ".js", ".css", ".html", ".proto"})
 
 
 def _package_dir(name: str) -> Path:

@@ -65,10 +65,12 @@ class RankEnd:
 class ReportFile:
     """One report file of a rank, written under a temporary name while rows stream in. A subclass declares its
     `key` (its name in the summary's "files" and in `WrittenReport`), its file name `suffix`, and when a compare
-    writes it (`written`); `FORMATS` lists them all."""
+    writes it (`written`); `FORMATS` lists them all. Files finish in `finish_stage` order (FORMATS order within a
+    stage): the summary lists the other files, the page shows the summary."""
 
     key: ClassVar[str]
     suffix: ClassVar[str]
+    finish_stage: ClassVar[int] = 0
 
     @staticmethod
     def written(choice: ReportChoice) -> bool:
@@ -117,6 +119,7 @@ class UnmatchedCsv(ReportFile):
 
 class SummaryJson(ReportFile):
     key, suffix = "summary", "_summary.json"
+    finish_stage = 1
 
     def finish(self, end: RankEnd) -> None:
         with self.temp.text() as out:
@@ -153,6 +156,7 @@ class HighlightedXlsx(ReportFile):
 
 class HtmlPage(ReportFile):
     key, suffix = "html", "_report.html"
+    finish_stage = 2
 
     @staticmethod
     def written(choice: ReportChoice) -> bool:
@@ -238,7 +242,7 @@ class RankWriter:
         """Every file written and closed; a write that fails (a full disk) raises a WriteError naming the report
         file it was for."""
         end.summary["files"] = {key: str(path) for key, path in self.final.items()}
-        for f in self.files:
+        for f in sorted(self.files, key=lambda f: f.finish_stage):
             try:
                 f.finish(end)
             except OSError as exc:
