@@ -51,9 +51,10 @@ _TENSOR_DESCRIPTION = operator.itemgetter(
 )
 _HAS_SUMMARY, _FLOAT_FLAGS, _NOTES, _ELEMENT = _T["has_summary"], _T["float_flags"], _T["notes"], _T["element"]
 _ORIGINAL_OP, _ORIGINAL_OP_INDEX = _T["original_op"], _T["original_op_index"]
-# (Summary field, position in a row, NaN mask, -0.0 mask) of each statistic
+# (column name, Summary field, position in a row, NaN mask, -0.0 mask) of each statistic; an integer one has no
+# flags (masks 0), a float one its bits of float_flags
 _STATISTICS_AT = tuple(
-    (c.statistic, _T[c.name], *((1 << c.flags.nan_bit, 1 << c.flags.negative_zero_bit) if c.flags else (0, 0)))
+    (c.name, c.statistic, _T[c.name], *((1 << c.flags.nan_bit, 1 << c.flags.negative_zero_bit) if c.flags else (0, 0)))
     for c in STATISTICS
     if c.statistic is not None  # all of STATISTICS: says so to the type checker
 )
@@ -64,15 +65,15 @@ def _statistics(summary: Summary) -> dict:
     (stored as NULL) and the sign of a zero (stored as 0.0), is flagged at the bits its column declares."""
     values: dict = {"has_summary": 1}
     flags = 0
-    for column in STATISTICS:
-        value = getattr(summary, column.statistic)  # type: ignore[arg-type]
-        if column.flags is not None and value is not None:
+    for name, field, _, nan_mask, negative_zero_mask in _STATISTICS_AT:
+        value = getattr(summary, field)
+        if nan_mask and value is not None:
             if math.isnan(value):
-                flags |= 1 << column.flags.nan_bit
+                flags |= nan_mask
                 value = None
             elif value == 0.0 and math.copysign(1.0, value) < 0:
-                flags |= 1 << column.flags.negative_zero_bit
-        values[column.name] = value
+                flags |= negative_zero_mask
+        values[name] = value
     values["float_flags"] = flags
     return values
 
@@ -169,7 +170,7 @@ def row_summary(row: tuple) -> Optional[Summary]:
         return None
     flags = row[_FLOAT_FLAGS]
     fields: dict[str, Any] = {}  # Summary's keyword arguments
-    for field, at, nan_mask, negative_zero_mask in _STATISTICS_AT:
+    for _, field, at, nan_mask, negative_zero_mask in _STATISTICS_AT:
         value = row[at]
         if flags & nan_mask:
             value = math.nan
