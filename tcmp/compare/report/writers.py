@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Optional
@@ -224,27 +224,23 @@ class RankWriter:
 
     def add_rows(self, rows: RenderedRows) -> None:
         """Rendered rows, in table order."""
-        for f in self.files:
-            try:
-                f.add_rows(rows)
-            except OSError as exc:
-                raise self._failed(exc, f.key) from exc
+        self._each(self.files, lambda f: f.add_rows(rows))
 
     def add_unmatched(self, csv_text: str) -> None:
         """Unmatched items rendered by `table.render_unmatched`."""
-        for f in self.files:
-            try:
-                f.add_unmatched(csv_text)
-            except OSError as exc:
-                raise self._failed(exc, f.key) from exc
+        self._each(self.files, lambda f: f.add_unmatched(csv_text))
 
     def finish(self, end: RankEnd) -> None:
         """Every file written and closed; a write that fails (a full disk) raises a WriteError naming the report
         file it was for."""
         end.summary["files"] = {key: str(path) for key, path in self.final.items()}
-        for f in sorted(self.files, key=lambda f: f.finish_stage):
+        self._each(sorted(self.files, key=lambda f: f.finish_stage), lambda f: f.finish(end))
+
+    def _each(self, files: Sequence[ReportFile], step: Callable[[ReportFile], None]) -> None:
+        """`step` on each file in turn; an OSError becomes the WriteError naming that file's report."""
+        for f in files:
             try:
-                f.finish(end)
+                step(f)
             except OSError as exc:
                 raise self._failed(exc, f.key) from exc
 
@@ -281,7 +277,7 @@ class ReportSet:
         `rank_in_names`: the file names carry `_rank{R}` (not for one rank of a dump without rank directories)."""
         self.rank_in_names = rank_in_names
         self.directory = Directory(Path(output_dir), create=True)
-        self.stale_removed = self.directory.remove_stale_temporaries()  # of compares killed before they finished
+        self.directory.remove_stale_temporaries()  # of compares killed before they finished
         self.mode, self.formats = mode, tuple(formats)
         self.bindings = tuple(bindings)
         self.stamp = time.strftime("%Y%m%d%H%M%S")
