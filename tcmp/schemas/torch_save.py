@@ -193,8 +193,11 @@ def _directory_bounds(file: _File) -> None:
     tail_start = max(file.size - _TAIL, 0)
     tail = file.read(tail_start, file.size - tail_start)
     at = tail.rfind(b"PK\x05\x06")
-    while at >= 0 and at + _END_RECORD.size + _END_RECORD.unpack_from(tail, at)[-1] != len(tail):
-        at = tail.rfind(b"PK\x05\x06", 0, at)  # bytes that only look like one (tensor data, a comment)
+    # the end record ends the file (after its comment); other bytes may only look like one (tensor data, a cut)
+    while at >= 0 and (
+        at + _END_RECORD.size > len(tail) or at + _END_RECORD.size + _END_RECORD.unpack_from(tail, at)[-1] != len(tail)
+    ):
+        at = tail.rfind(b"PK\x05\x06", 0, at)
     if at < 0:
         raise TorchSaveIncomplete(file.label, "no zip end record: still being written (or cut short)")
     _sig, _here, entries, directory_bytes, _offset, _comment = _END_RECORD.unpack_from(tail, at)
