@@ -24,6 +24,7 @@ import io
 import math
 import mmap
 import os
+import stat
 import struct
 import zipfile
 from dataclasses import dataclass
@@ -100,15 +101,20 @@ class _File:
         self.owned = isinstance(source, (str, os.PathLike))
         if isinstance(source, (str, os.PathLike)):
             self.path: Optional[Path] = Path(source)
-            self.fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+            # O_NONBLOCK: a FIFO of that name must not block the reader (no effect on a regular file)
+            self.fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         elif isinstance(source, int):
             self.path, self.fd = None, source
         else:
             name = getattr(source, "name", None)
             self.path, self.fd = (Path(name) if isinstance(name, (str, os.PathLike)) else None), source.fileno()
         self.label = str(self.path) if self.path is not None else None
-        self.size = os.fstat(self.fd).st_size
         self.buffer: Optional[memoryview] = None
+        status = os.fstat(self.fd)
+        if not stat.S_ISREG(status.st_mode):
+            self.close()
+            raise TorchSaveCorrupt(self.label, "not a regular file")
+        self.size = status.st_size
 
     def close(self) -> None:
         if self.owned:

@@ -18,6 +18,7 @@ import time
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -69,11 +70,14 @@ def data_pkl(obj, protocol: int = 2) -> bytes:
     return buffer.getvalue()
 
 
-def write_archive(path: Path, pickled: bytes, storages: dict, archive: str = "archive") -> Path:
+def write_archive(
+    path: Path, pickled: bytes, storages: dict, archive: str = "archive", byteorder: Optional[str] = "little"
+) -> Path:
     """A zip as torch.save lays it out (entries stored), with the given data.pkl and data/ entries."""
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as out:
         out.writestr(f"{archive}/data.pkl", pickled)
-        out.writestr(f"{archive}/byteorder", "little")
+        if byteorder is not None:
+            out.writestr(f"{archive}/byteorder", byteorder)
         for key, payload in storages.items():
             out.writestr(f"{archive}/data/{key}", payload)
         out.writestr(f"{archive}/version", "3\n")
@@ -424,3 +428,57 @@ def test_a_zip_bomb_is_refused_with_bounded_memory(tmp_path, bomb, declared):
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     assert f"zip entry '{bomb}' is compressed" in lines["refused:"]
     assert int(lines["peak-growth-kib"]) < 32 << 10  # < 32 MiB over the interpreter with tcmp imported
+
+
+def test_without_a_byteorder_record_the_archive_is_little_endian(tmp_path):
+    """torch < 1.10 wrote no byteorder record; torch.load takes such an archive as little-endian, so does tcmp."""
+    storage = HandStorage("0", 4)
+    pickled = data_pkl(HandTensor(storage, 0, (4,), (1,)))
+    path = write_archive(tmp_path / "old.pt", pickled, {"0": FOUR_FLOATS}, archive="old", byteorder=None)
+    assert torch.load(path, weights_only=True).tolist() == [1.5, -2.0, 3.25, 8.0]
+    assert read_torch_save(path).tensors[0].values.tolist() == [1.5, -2.0, 3.25, 8.0]
+
+
+def test_a_big_endian_archive_is_refused(tmp_path):
+    storage = HandStorage("0", 4)
+    pickled = data_pkl(HandTensor(storage, 0, (4,), (1,)))
+    path = write_archive(tmp_path / "big.pt", pickled, {"0": FOUR_FLOATS}, byteorder="big")
+    with pytest.raises(UnsupportedObject, match="big-endian"):
+        read_torch_save(path)
+
+
+def test_a_fifo_is_not_waited_on(tmp_path):
+    fifo = tmp_path / "pipe.pt"
+    os.mkfifo(fifo)
+    with pytest.raises(TorchSaveCorrupt, match="not a regular file"):
+        read_torch_save(fifo)
+
+
+def test_deep_nesting_is_refused_quickly(tmp_path):
+    """MARK … TUPLE 400,000 times: a recursive walk or repr would overflow the stack, keys would grow
+    quadratically."""
+    depth = 400_000  # 800,000 opcodes: under their cap
+    pickled = b"\x80\x02" + b"(" * depth + b"t" * depth + b"."
+    path = write_archive(tmp_path / "deep.pt", pickled, {})
+    started = time.monotonic()
+    with pytest.raises(TorchSaveCorrupt, match="nested deeper than 32"):
+        read_torch_save(path)
+    assert time.monotonic() - started < 30
+
+
+def test_shared_lists_that_would_explode_are_refused(tmp_path):
+    """Each list holds the one below twice (memo): 2**30 paths through 30 lists, walked only up to the cap."""
+    pickled = bytearray(b"\x80\x02]q\x00")  # the innermost list, memo 0
+    for level in range(1, 31):
+        pickled += b"(h" + bytes([level - 1]) + b"h" + bytes([level - 1]) + b"lq" + bytes([level])
+    pickled += b"."
+    path = write_archive(tmp_path / "dag.pt", bytes(pickled), {})
+    with pytest.raises(TorchSaveCorrupt, match="items in the saved object"):
+        read_torch_save(path)
+
+
+def test_more_opcodes_than_the_cap_are_refused(tmp_path):
+    pickled = b"\x80\x02" + b"N0" * (1 << 20) + b"N."  # NONE, POP a million times: 3 MB, under the size cap
+    path = write_archive(tmp_path / "ops.pt", pickled, {})
+    with pytest.raises(TorchSaveCorrupt, match="opcodes"):
+        probe_torch_save(path)
