@@ -482,3 +482,13 @@ def test_more_opcodes_than_the_cap_are_refused(tmp_path):
     path = write_archive(tmp_path / "ops.pt", pickled, {})
     with pytest.raises(TorchSaveCorrupt, match="opcodes"):
         probe_torch_save(path)
+
+
+def test_an_entry_named_twice_is_refused(tmp_path):
+    """Two `data/0` entries: which one torch would read is the zip reader's choice; tcmp reads neither."""
+    storage = HandStorage("0", 4)
+    path = write_archive(tmp_path / "twice.pt", data_pkl(HandTensor(storage, 0, (4,), (1,))), {"0": FOUR_FLOATS})
+    with pytest.warns(UserWarning, match="Duplicate name"), zipfile.ZipFile(path, "a") as out:
+        out.writestr("archive/data/0", bytes(16))
+    with pytest.raises(TorchSaveCorrupt, match="named twice"):
+        read_torch_save(path)
