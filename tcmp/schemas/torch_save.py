@@ -42,13 +42,13 @@ from tcmp.schemas.limits import (
     MAX_TORCH_ZIP_ENTRIES,
     refusal,
 )
-from tcmp.schemas.torch_pickle import (
+from tcmp.schemas.torch_pickle import tensors_of
+from tcmp.schemas.torch_records import (
     TensorRecord,
     TorchSaveCorrupt,
     TorchSaveError,
     TorchSaveIncomplete,
     UnsupportedObject,
-    tensors_of,
 )
 
 Source = Union[str, "os.PathLike[str]", int, BinaryIO]

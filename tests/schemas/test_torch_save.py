@@ -11,6 +11,7 @@ import zipfile
 import ml_dtypes
 import numpy as np
 import pytest
+import torch
 
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.dump_records import Completeness
@@ -21,8 +22,6 @@ from tcmp.schemas.torch_save import (
     read_torch_save,
     torch_save_completeness,
 )
-
-torch = pytest.importorskip("torch")
 
 # torch dtype name, GE code: the pairs the reader must give
 DTYPES = [
@@ -267,9 +266,9 @@ def test_other_pickle_protocols(tmp_path, protocol):
 
 
 def npugraph_saved(tensor):
-    """What torch_npu 2.14.0's save_npugraph_tensor saves of an NPU tensor (`_materialize_npugraph_tensor_arg` in
-    torch_npu/npu/graphs.py): its contiguous CPU bytes in a host buffer, `torch.frombuffer(buffer,
-    dtype).reshape(shape)`, or `torch.empty(shape, dtype)` for an empty one."""
+    """What torch_npu 2.14.0's save_npugraph_tensor saves of an NPU tensor (its `_materialize_npugraph_tensor_arg`):
+    its contiguous CPU bytes in a host buffer, `torch.frombuffer(buffer, dtype).reshape(shape)`, or
+    `torch.empty(shape, dtype)` for an empty one."""
     contiguous = tensor.contiguous()
     buffer = bytearray(contiguous.view(torch.uint8).numpy().tobytes()) if contiguous.numel() else bytearray()
     if len(buffer) == 0:

@@ -22,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
+import torch
 
 from tcmp.schemas.dump_records import Completeness
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete
@@ -34,9 +35,6 @@ from tcmp.schemas.torch_save import (
     read_torch_save,
     torch_save_completeness,
 )
-
-torch = pytest.importorskip("torch")
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # Hand-made archives: data.pkl pickled as torch pickles it (a storage as a persistent id, a tensor as a REDUCE of
