@@ -9,6 +9,11 @@ metadata; the dump directory is `{dump_path}/worldsize{W}_global_rank{R}`. torch
     {node}_device_{d}.pt       overwrite=True (torchair never passes it), NPU
     {node}.pt                  overwrite=True, CPU
 
+What k counts depends on the stage (`AclStage`): torch_npu derives the path when the op runs in Python. In the
+`original` stage torchair runs the graph eagerly, so each call saves anew: k is the token. In the `optimized` stage
+the graph is captured as an aclgraph: the path is fixed at capture and the host callback the capture records
+writes that same file at every replay, so k counts captures and the file holds the last replay.
+
 Node names may end in `_N` themselves (`add_1`): the trailing `_{k}` is always the counter. The overwrite forms
 cannot be told from the counted ones by name (`x_device_0.pt` is also node `x_device`, save 0 of a CPU tensor;
 `add_1.pt` is also node `add`, save 1): since torchair never writes them, a name is read as a counted form whenever
@@ -17,6 +22,7 @@ it can be, and a `.pt` without a trailing `_{k}` is refused (it holds the last r
 
 from __future__ import annotations
 
+import enum
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -28,6 +34,16 @@ from tcmp.schemas.dump_places import RANK_DIR
 from tcmp.schemas.errors import NameParseError
 
 ACL_SUFFIX = ".pt"
+
+
+class AclStage(str, enum.Enum):
+    """torchair's `dump_config.data_dump_stage`: which graph the saves were inserted into, and so what a file's
+    save counter counts."""
+
+    ORIGINAL = "original"  # the graph as captured from dynamo, run eagerly: one save per call (token)
+    OPTIMIZED = "optimized"  # the graph after torchair's FX passes, captured: one file per capture, last replay
+
+
 ACL_MODEL = "aclgraph"  # the model label of an aclgraph dump: one directory holds every graph of the process
 
 _NPU_NAME = re.compile(r"(?P<node>.+)_device_(?P<device>\d+)_(?P<counter>\d+)\.pt", re.DOTALL)

@@ -168,8 +168,9 @@ def scan_directory(
     `outline`), read from their names, and those that cannot be used (the directory itself, when it cannot be
     listed any more).
 
-    An aclgraph directory holds every token: with `token` (its `DumpDir`'s), only that token's files, less those of
-    nodes whose save counter is shared (`acl_dump.SharedCounter`); its unusable files are the outline's problems."""
+    An aclgraph directory holds every token: with `token` (its `DumpDir`'s save counter), only that token's files,
+    less those of nodes whose save counter is shared (`acl_dump.SharedCounter`); its unusable files are the
+    outline's problems."""
     entries = _list_files(directory)
     if isinstance(entries, Unrecognized):
         return DirectoryScan((), (entries,))
@@ -220,6 +221,13 @@ class DumpDir:
     kinds: frozenset[FileKind]  # of the dump files named in it (before their names are parsed)
     on_disk: bool = True  # False: only `tcmp watch`'s index still knows its files
     indexed: bool = False  # `tcmp watch` deleted raw files of it: their summaries are in its index
+    # aclgraph: the save counter of its files where it is not the token (a captured graph's: see AclStage)
+    counter: Optional[int] = None
+
+    @property
+    def acl_counter(self) -> Optional[int]:
+        """The save counter of an aclgraph directory's files."""
+        return self.counter if self.counter is not None else self.token
 
 
 @dataclass(frozen=True)
@@ -285,8 +293,8 @@ def _place_dir(
     """(rank, token, model, run) of a directory of `side`'s dump files, or why its FX (aclgraph) files have no
     place. An aclgraph directory holds every token (its files' save counters)."""
     if side is Side.ACL:
-        rank = acl_rank(directory.parts)
-        return rank if isinstance(rank, str) else (rank, None, ACL_MODEL, None)
+        acl = acl_rank(directory.parts)
+        return acl if isinstance(acl, str) else (acl, None, ACL_MODEL, None)
     if side is Side.GE:
         rank, step, model, run, _, _ = ge_place(directory.parts)
         return rank, step, model, run
@@ -392,7 +400,7 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
     files: list[DumpFile] = []
     problems = list(shape.problems)
     for d in shape.dirs:
-        scan = scan_directory(shape.root, d.path, side=d.side, fx_token_base=fx_token_base, token=d.token)
+        scan = scan_directory(shape.root, d.path, side=d.side, fx_token_base=fx_token_base, token=d.acl_counter)
         files += scan.files
         problems += scan.problems
     files.sort(key=lambda f: (f.side.value, str(f.path)))

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Optional
 
 from tcmp.compare.collect import guidance
+from tcmp.compare.collect.acl_stage import staged_tokens
 from tcmp.compare.collect.binding import BY_NAME_ONLY, Binder, Binding, GoldenKind, GraphCache, single_run
 from tcmp.compare.collect.sources import UNREADABLE_INDEX, DumpSource, by_model, unusable
 from tcmp.compare.records import CompareError, Role, Unmatched
-from tcmp.schemas.acl_dump import ACL_MODEL
+from tcmp.schemas.acl_dump import ACL_MODEL, AclStage
 from tcmp.schemas.dump_outline import DumpDir, DumpOutline, dump_names, dump_roots, outline
 from tcmp.schemas.dump_records import Side
 from tcmp.schemas.dump_tree import GraphFile
@@ -139,6 +140,7 @@ def collect(
     fx_token_base: Optional[int] = None,
     db: Optional[Path] = None,
     graph: Optional[Path] = None,
+    acl_stages: tuple[AclStage, AclStage] = (AclStage.ORIGINAL, AclStage.ORIGINAL),
 ) -> CompareInputs:
     """Walk both trees by directories (plus what `tcmp watch`'s index keeps of files it deleted; `db` names the
     index when it is not in the trees), detect the golden's kind, check ranks and runs, bind graphs and golden
@@ -157,7 +159,8 @@ def collect(
     target_ge = [d for d in target_tree.dirs if d.side is Side.GE]
     target_acl = [d for d in target_tree.dirs if d.side is Side.ACL]
     if target_acl and not _any_name_parses(target_ge):
-        return _collect_acl(target_tree, golden_tree, (target_source, golden_source), notes, rank, golden_run)
+        return collect_acl(target_tree, golden_tree, (target_source, golden_source), notes, rank, golden_run,
+                           acl_stages)  # fmt: skip
     kind = _golden_kind(target_tree, golden_tree, notes)
     graphs, searched = _graph_files(target_tree, graph, notes)
     originals = [g for g in graphs if g.name.kind is GraphKind.ORIGINAL]
@@ -224,13 +227,14 @@ def collect(
     )  # fmt: skip
 
 
-def _collect_acl(
+def collect_acl(
     target_tree: DumpOutline,
     golden_tree: DumpOutline,
     sources: tuple[DumpSource, DumpSource],
     notes: list[str],
     rank: Optional[int],
     golden_run: Optional[str],
+    stages: tuple[AclStage, AclStage],
 ) -> CompareInputs:
     """`collect` for an aclgraph target: one binding per rank, its directories (every graph of the process saves
     into one) with the golden's of that rank — an FX dump's graph directories (`--golden-run` picks one), or an
@@ -251,13 +255,21 @@ def _collect_acl(
                  for p in tree.problems]  # fmt: skip
     bindings = []
     for t_rank, g_rank in _common_ranks([d.rank for d in target_dirs], [d.rank for d in golden_dirs], rank):
-        mine = tuple(d for d in target_dirs if d.rank == t_rank)
-        theirs = tuple(d for d in golden_dirs if d.rank == g_rank)
-        graphs = sorted({d.model or "" for d in theirs})
+        mine = [d for d in target_dirs if d.rank == t_rank]
+        theirs = [d for d in golden_dirs if d.rank == g_rank]
+        golden_stage = stages[1] if golden_side is Side.ACL else AclStage.ORIGINAL  # an FX dump: one step per call
+        staged = (
+            staged_tokens("target", mine, stages[0], theirs, golden_stage, sources[0], notes),
+            staged_tokens("golden", theirs, golden_stage, mine, stages[0], sources[1], notes),
+        )
+        unmatched += [unusable(Role.TARGET, t_rank, p) for p in staged[0][1]]
+        unmatched += [unusable(Role.GOLDEN, g_rank, p) for p in staged[1][1]]
+        graphs = sorted({d.model or "" for d in staged[1][0]})
         if len(graphs) > 1:
             notes.append(f"rank {t_rank}: the golden's graph directories {', '.join(graphs)} compared together with "
                          "the aclgraph dump, which holds every graph of the process in one directory")  # fmt: skip
-        bindings.append(Binding(t_rank, ACL_MODEL, None, mine, theirs, ", ".join(graphs) or ACL_MODEL))
+        bindings.append(Binding(t_rank, ACL_MODEL, None, tuple(staged[0][0]), tuple(staged[1][0]),
+                                ", ".join(graphs) or ACL_MODEL))  # fmt: skip
     bound = {(d.path, d.side) for b in bindings for d in (*b.target_dirs, *b.golden_dirs)}
     unbound = [(role, d) for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN))
                for d in tree.dirs if (d.path, d.side) not in bound]  # fmt: skip

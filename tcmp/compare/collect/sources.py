@@ -39,7 +39,9 @@ class DumpSource:
         unreadable: list[tuple[DumpFile, str]] = []
         for d in dirs:
             if d.on_disk:
-                scan = scan_directory(self.root, d.path, side=d.side, fx_token_base=self.fx_token_base, token=d.token)
+                scan = scan_directory(
+                    self.root, d.path, side=d.side, fx_token_base=self.fx_token_base, token=d.acl_counter
+                )
                 files += _openable(scan.files, unreadable)
                 problems += scan.problems
         stored: dict[Path, FileSummary] = {}
@@ -51,7 +53,7 @@ class DumpSource:
                         f
                         for d in indexed
                         for f in reader.deleted_in(d.path)
-                        if not os.path.lexists(f.path) and (d.side is not Side.ACL or f.file.token == d.token)
+                        if not os.path.lexists(f.path) and (d.side is not Side.ACL or f.file.token == d.acl_counter)
                     ]
                     stored.update((s.path, s) for s in reader.summaries_of(deleted))
             except UNREADABLE_INDEX as exc:  # the only record of those files: no compare

@@ -27,6 +27,8 @@ from tcmp.compare.records import TensorRef, UnmatchedKind
 from tcmp.compare.rules.torchair import NOOP_TARGETS, PATTERN_BY_FUSED
 from tcmp.schemas.dump_records import IO, FileSummary, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile
+from tcmp.schemas.errors import DumpError
+from tcmp.schemas.fx_dump import read_npy_header
 
 # node names of a graph's inputs as dynamo / AOT autograd spell them (`arg0_1`, `primals_3`, `l_x_`, `L_self_w_`)
 _PLACEHOLDER = re.compile(r"(arg\d+_\d+|primals_\d+|tangents_\d+|[lL]_\w*_)")
@@ -104,6 +106,24 @@ def _missing_why(node: str, golden: str, fused: bool) -> tuple[str, UnmatchedKin
     )
 
 
+def _same_shape_call(call: FxCall) -> bool:
+    """Does an FX call's output 0 have its input 0's shape (what makes a view, slice or clone a no-op)?"""
+    first = next((f for i, j, f in call.inputs if i == 0 and j is None), None)
+    output = call.output(0)
+    if first is None or output is None:
+        return False
+    try:
+        return read_npy_header(first.path).shape == read_npy_header(output.path).shape
+    except (DumpError, OSError):
+        return False
+
+
+def _noop_named(node: str) -> Optional[str]:
+    """The no-op target a node name spells (`view_6` is an `aten.view.default`'s), None for others."""
+    base = re.sub(r"_\d+$", "", node)
+    return next((t for t in sorted(NOOP_TARGETS) if t.split(".")[1] == base), None)
+
+
 def _fused_name(node: str) -> bool:
     """Does a node name spell one of torchair's pattern-fused targets (`npu_add_rms_norm_cast`, `…_1`)?"""
     base = re.sub(r"(_default)?(_\d+)?$", "", node)
@@ -160,9 +180,9 @@ def match_acl_fx(
             result.golden_reasons[f.path] = (FX_INPUT_WHY, UnmatchedKind.BY_DESIGN)
         elif any(len(c.outputs) > 1 for c in call_of):
             result.golden_reasons[f.path] = (MULTI_OUTPUT_WHY, UnmatchedKind.BY_DESIGN)
-        elif f.op_type in NOOP_TARGETS:
-            why = (f"no aclgraph save of node {f.op_name}: a no-op ({f.op_type}) torchair's FX passes remove in the "
-                   "optimized stage (remove_noop_ops)")  # fmt: skip
+        elif f.op_type in NOOP_TARGETS and any(_same_shape_call(c) for c in call_of):
+            why = (f"no aclgraph save of node {f.op_name}: a no-op ({f.op_type}, its output of its input's shape) "
+                   "torchair's FX passes remove in the optimized stage (remove_noop_ops)")  # fmt: skip
             result.golden_reasons[f.path] = (why, UnmatchedKind.BY_DESIGN)
         else:
             why = f"no aclgraph file of this token saves node {f.op_name}"
@@ -188,6 +208,11 @@ def match_acl_acl(ctx: TokenContext, target: Sequence[GeExecution], golden: Sequ
         ctx.pair(e, IO.OUTPUT, 0, TensorRef(g.files, IO.OUTPUT, 0, stored=meta.stored, raw_deleted=g.raw_deleted))
     for g in golden:
         if not any(f.path in ctx.result.used_golden for f in g.files):
-            why = f"no aclgraph file of this token of the target saves node {g.op_name}"
-            ctx.result.golden_reasons.update((f.path, (why, UnmatchedKind.NO_PARTNER)) for f in g.files)
+            why, kind = f"no aclgraph file of this token of the target saves node {g.op_name}", UnmatchedKind.NO_PARTNER
+            noop = _noop_named(g.op_name)
+            if noop is not None:  # an aclgraph dump names no targets: the node name spells the op
+                why = (f"no aclgraph save of node {g.op_name} in the target: a no-op ({noop}, by its name) torchair's "
+                       "FX passes remove in the optimized stage (remove_noop_ops)")  # fmt: skip
+                kind = UnmatchedKind.BY_DESIGN
+            ctx.result.golden_reasons.update((f.path, (why, kind)) for f in g.files)
     return ctx.result
