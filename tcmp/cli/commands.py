@@ -85,7 +85,9 @@ def version(verbose: Verbose = False) -> None:
 
 @app.command()
 def parse(
-    paths: Annotated[list[Path], typer.Argument(help="GE dump files or directories holding them.", exists=True)],
+    paths: Annotated[
+        list[Path], typer.Argument(help="GE dump files, aclgraph .pt files, or directories holding them.", exists=True)
+    ],
     output_path: Annotated[
         Optional[Path],
         typer.Option("--output_path", "--output-path", "-o", help="Write each tensor as an ND .npy file here."),
@@ -96,7 +98,8 @@ def parse(
     force: Annotated[bool, typer.Option("--force", help="Replace .npy files that exist in the -o directory.")] = False,
     verbose: Verbose = False,
 ) -> None:
-    """Read GE dump files without CANN: write their tensors as ND .npy files (-o), describe them (--info), or both."""
+    """Read GE dump files without CANN (and aclgraph .pt files without torch): write their tensors as ND .npy files
+    (-o), describe them (--info), or both."""
     from tcmp.schemas.files import Directory, OutputExistsError
     from tcmp.schemas.parse import find_dump_files, parse_file
 
