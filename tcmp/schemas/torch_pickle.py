@@ -24,7 +24,7 @@ from typing import Optional
 
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.errors import DumpCorrupt, DumpError, DumpIncomplete
-from tcmp.schemas.limits import MAX_NPY_NDIM, MAX_TENSORS_PER_FILE
+from tcmp.schemas.limits import MAX_NPY_NDIM, MAX_TENSORS_PER_FILE, MAX_TORCH_PICKLE_OPCODES
 
 
 class TorchSaveError(DumpError):
@@ -128,6 +128,9 @@ class TensorRecord:
     neg: bool
 
 
+MAX_NESTING = 32  # containers in containers: a state dict is 1 deep, torchair's lists 1 or 2
+
+
 class _Kind(enum.Enum):
     """The allowed globals: tcmp's inert stand-ins for them."""
 
@@ -196,7 +199,9 @@ class _Walk:
 
     def run(self, data: bytes) -> object:
         try:
-            for opcode, arg, _position in pickletools.genops(data):
+            for count, (opcode, arg, _position) in enumerate(pickletools.genops(data)):
+                if count >= MAX_TORCH_PICKLE_OPCODES:  # each may make an object: bounds the memory
+                    raise TorchSaveCorrupt(self.path, f"refused: data.pkl of more than {count:,} opcodes")
                 if opcode.name == "STOP":
                     return self.pop()
                 self.step(opcode.name, arg)
@@ -386,31 +391,40 @@ def _metadata_flags(metadata: object) -> Optional[tuple[bool, bool]]:
 
 
 def _short(value: object) -> str:
+    """A few words for a message (never a recursive repr: a hostile pickle nests tuples a million deep)."""
     if isinstance(value, _Global):
         return value.kind.value if value.kind else f"torch.{value.dtype.name if value.dtype else '?'}"
-    text = repr(value) if isinstance(value, (int, str, tuple, type(None))) else type(value).__name__
-    return text if len(text) <= 80 else text[:79] + "…"
+    if isinstance(value, (int, str, type(None))) or (
+        isinstance(value, tuple) and len(value) <= 8 and all(isinstance(item, (int, str, type(None))) for item in value)
+    ):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:79] + "…"
+    return type(value).__name__
 
 
 def tensors_of(path: Optional[str], data: bytes) -> tuple[TensorRecord, ...]:
     """The tensors `data.pkl` describes, in the order the saved object holds them (a list's order, a dict's
-    insertion order, depth first), each with its key. Other values (numbers, strings) are passed over."""
+    insertion order, depth first), each with its key. Other values (numbers, strings) are passed over. A
+    container met twice (the memo) is walked twice, as torch.load would give it twice; the nesting depth and the
+    number of items walked are bounded (a cycle, or lists of lists sharing items, would not end or would grow)."""
     root = _Walk(path).run(data)
     found: list[TensorRecord] = []
-    pending: list[tuple[str, object]] = [("", root)]
-    visited: set[int] = set()
+    pending: list[tuple[str, int, object]] = [("", 0, root)]
+    walked = 0
     while pending:
-        key, value = pending.pop()
+        key, depth, value = pending.pop()
+        walked += 1
+        if walked > MAX_TORCH_PICKLE_OPCODES:
+            raise TorchSaveCorrupt(path, f"refused: more than {MAX_TORCH_PICKLE_OPCODES:,} items in the saved object")
         if isinstance(value, TensorRecord):
             found.append(dataclasses.replace(value, key=key))
-            continue
-        if isinstance(value, (list, tuple, _Mapping)):
-            if id(value) in visited:  # a list holding itself (memo): walked once
-                continue
-            visited.add(id(value))
+            if len(found) > MAX_TENSORS_PER_FILE:
+                raise TorchSaveCorrupt(path, f"refused: more than {MAX_TENSORS_PER_FILE:,} tensors in one file")
+        elif isinstance(value, (list, tuple, _Mapping)):
+            if depth >= MAX_NESTING:
+                raise TorchSaveCorrupt(path, f"refused: containers nested deeper than {MAX_NESTING} (or a cycle)")
             items = value.items if isinstance(value, _Mapping) else list(enumerate(value))
-            children = [(_join(key, item_key), item) for item_key, item in items]
-            pending.extend(reversed(children))
+            pending.extend((_join(key, item_key), depth + 1, item) for item_key, item in reversed(items))
     return tuple(found)
 
 

@@ -24,6 +24,7 @@ import io
 import math
 import mmap
 import os
+import stat
 import struct
 import zipfile
 from dataclasses import dataclass
@@ -100,15 +101,20 @@ class _File:
         self.owned = isinstance(source, (str, os.PathLike))
         if isinstance(source, (str, os.PathLike)):
             self.path: Optional[Path] = Path(source)
-            self.fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+            # O_NONBLOCK: a FIFO of that name must not block the reader (no effect on a regular file)
+            self.fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         elif isinstance(source, int):
             self.path, self.fd = None, source
         else:
             name = getattr(source, "name", None)
             self.path, self.fd = (Path(name) if isinstance(name, (str, os.PathLike)) else None), source.fileno()
         self.label = str(self.path) if self.path is not None else None
-        self.size = os.fstat(self.fd).st_size
         self.buffer: Optional[memoryview] = None
+        status = os.fstat(self.fd)
+        if not stat.S_ISREG(status.st_mode):
+            self.close()
+            raise TorchSaveCorrupt(self.label, "not a regular file")
+        self.size = status.st_size
 
     def close(self) -> None:
         if self.owned:
@@ -193,8 +199,11 @@ def _directory_bounds(file: _File) -> None:
     tail_start = max(file.size - _TAIL, 0)
     tail = file.read(tail_start, file.size - tail_start)
     at = tail.rfind(b"PK\x05\x06")
-    while at >= 0 and at + _END_RECORD.size + _END_RECORD.unpack_from(tail, at)[-1] != len(tail):
-        at = tail.rfind(b"PK\x05\x06", 0, at)  # bytes that only look like one (tensor data, a comment)
+    # the end record ends the file (after its comment); other bytes may only look like one (tensor data, a cut)
+    while at >= 0 and (
+        at + _END_RECORD.size > len(tail) or at + _END_RECORD.size + _END_RECORD.unpack_from(tail, at)[-1] != len(tail)
+    ):
+        at = tail.rfind(b"PK\x05\x06", 0, at)
     if at < 0:
         raise TorchSaveIncomplete(file.label, "no zip end record: still being written (or cut short)")
     _sig, _here, entries, directory_bytes, _offset, _comment = _END_RECORD.unpack_from(tail, at)

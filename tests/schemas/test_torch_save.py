@@ -251,3 +251,15 @@ def test_dtypes_ge_has_no_code_for_are_refused(tmp_path, dtype_name):
     tensor = torch.zeros(3).to(getattr(torch, dtype_name))
     with pytest.raises(UnsupportedObject, match=f"torch.{dtype_name}"):
         read_torch_save(save(tensor, tmp_path / "fnuz.pt"))
+
+
+@pytest.mark.parametrize("protocol", [1, 4, 5])
+def test_other_pickle_protocols(tmp_path, protocol):
+    """torch.save's pickle_protocol: protocols 4 and 5 bring FRAME, SHORT_BINUNICODE, STACK_GLOBAL, MEMOIZE."""
+    tensors = {"x": sample("bfloat16", (2, 3)), "y": sample("int32", (4,)).t()}
+    path = tmp_path / "p.pt"
+    torch.save(tensors, path, pickle_protocol=protocol)
+    saved = read_torch_save(path)
+    assert [t.key for t in saved.tensors] == ["x", "y"]
+    for one, tensor in zip(saved.tensors, tensors.values()):
+        assert_same(one, tensor)
