@@ -171,15 +171,23 @@ def test_optimized_against_original_stage(tmp_path):
     assert [(u.role, u.kind) for u in view] == [(Role.GOLDEN, UnmatchedKind.BY_DESIGN)]
 
 
-def test_the_index_route_gives_the_raw_routes_verdicts(tmp_path):
-    target, golden = write_acl(tmp_path / "acl", 2, fault=("relu", 1)), write_fx(tmp_path / "fx", 2)
-    _, raw = compare(target, golden)
+@pytest.mark.parametrize("stage", list(AclStage))
+def test_the_index_route_gives_the_raw_routes_verdicts(tmp_path, stage):
+    target = write_acl(tmp_path / "acl", 2, fault=("relu", 1), stage=stage)
+    golden = write_fx(tmp_path / "fx", 2)
+    _, raw = compare(target, golden, target_stage=stage)
     for root in (target, golden):
         report = run_watch(WatchConfig(roots=(root,), retention=RetentionPolicy(True, 0, ()), workers=1, once=True))
         assert report.error is None and report.summarized > 0
     assert not list(target.rglob("*.pt")) and not list(golden.rglob("*.npy"))  # summarized, then dropped
-    result, indexed = compare(target, golden)
+    result, indexed = compare(target, golden, target_stage=stage)
     assert result.mode.value == "statistics"
-    assert indexed.counts.rows_from_index == indexed.counts.rows == raw.counts.rows
+    assert indexed.counts.rows_from_index == indexed.counts.rows == raw.counts.rows > 0
     assert rows_by(indexed) == rows_by(raw)
+    assert Result.FAIL in rows_by(raw).values()
     assert [(d.token, d.op_name) for d in indexed.divergences] == [(d.token, d.op_name) for d in raw.divergences]
+
+    def listed(rank) -> set:
+        return {(u.role, u.token, u.op_name, u.io, u.index, u.kind, u.reason) for u in rank.unmatched}
+
+    assert listed(indexed) == listed(raw)

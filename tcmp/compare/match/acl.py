@@ -106,14 +106,21 @@ def _missing_why(node: str, golden: str, fused: bool) -> tuple[str, UnmatchedKin
     )
 
 
-def _same_shape_call(call: FxCall) -> bool:
-    """Does an FX call's output 0 have its input 0's shape (what makes a view, slice or clone a no-op)?"""
+def _same_shape_call(call: FxCall, stored: Mapping[Path, TensorSummary]) -> bool:
+    """Does an FX call's output 0 have its input 0's shape (what makes a view, slice or clone a no-op)? Read from
+    the files' headers, or from the index where `tcmp watch` deleted them."""
     first = next((f for i, j, f in call.inputs if i == 0 and j is None), None)
     output = call.output(0)
     if first is None or output is None:
         return False
+
+    def shape(f: DumpFile) -> Optional[tuple[int, ...]]:
+        summary = stored.get(f.path)
+        return summary.shape if summary is not None else tuple(read_npy_header(f.path).shape)
+
     try:
-        return read_npy_header(first.path).shape == read_npy_header(output.path).shape
+        before = shape(first)
+        return before is not None and before == shape(output)
     except (DumpError, OSError):
         return False
 
@@ -180,7 +187,7 @@ def match_acl_fx(
             result.golden_reasons[f.path] = (FX_INPUT_WHY, UnmatchedKind.BY_DESIGN)
         elif any(len(c.outputs) > 1 for c in call_of):
             result.golden_reasons[f.path] = (MULTI_OUTPUT_WHY, UnmatchedKind.BY_DESIGN)
-        elif f.op_type in NOOP_TARGETS and any(_same_shape_call(c) for c in call_of):
+        elif f.op_type in NOOP_TARGETS and any(_same_shape_call(c, fx_stored) for c in call_of):
             why = (f"no aclgraph save of node {f.op_name}: a no-op ({f.op_type}, its output of its input's shape) "
                    "torchair's FX passes remove in the optimized stage (remove_noop_ops)")  # fmt: skip
             result.golden_reasons[f.path] = (why, UnmatchedKind.BY_DESIGN)
