@@ -42,13 +42,13 @@ from tcmp.schemas.limits import (
     MAX_TORCH_ZIP_ENTRIES,
     refusal,
 )
-from tcmp.schemas.torch_pickle import (
+from tcmp.schemas.torch_pickle import tensors_of
+from tcmp.schemas.torch_records import (
     TensorRecord,
     TorchSaveCorrupt,
     TorchSaveError,
     TorchSaveIncomplete,
     UnsupportedObject,
-    tensors_of,
 )
 
 Source = Union[str, "os.PathLike[str]", int, BinaryIO]
@@ -235,10 +235,12 @@ def _archive(file: _File) -> _Archive:
         offset = info.header_offset + _LOCAL_HEADER.size + name_length + extra_length
         if signature != b"PK\x03\x04" or offset + info.compress_size > file.size:
             raise TorchSaveCorrupt(file.label, f"zip entry {info.filename!r} lies outside the file")
-        if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+        if info.compress_type != zipfile.ZIP_STORED:
             raise UnsupportedObject(
                 file.label, f"zip entry {info.filename!r} is compressed: torch.save stores every entry, not inflated"
             )
+        if info.compress_size != info.file_size or info.filename in entries:
+            raise TorchSaveCorrupt(file.label, f"zip entry {info.filename!r}: two sizes, or named twice")
         entries[info.filename] = _Entry(info.filename, offset, info.file_size)
     pickles = [name for name in entries if name.endswith("/data.pkl") and name.count("/") == 1]
     if len(pickles) != 1:
@@ -294,10 +296,10 @@ def _values(file: _File, archive: _Archive, record: TensorRecord) -> np.ndarray:
     # as_strided goes through __array_interface__, which has no ml_dtypes types: stride an unsigned view instead
     plain = flat.view(f"u{flat.itemsize}") if flat.itemsize <= 8 else flat
     values = np.lib.stride_tricks.as_strided(plain, record.shape, strides, writeable=False).view(flat.dtype)
-    if record.conj:
-        values = np.conj(values)
-    if record.neg:
-        values = np.negative(values)
+    if record.conj or record.neg:
+        values = np.negative(values) if record.neg else values
+        values = np.conj(values) if record.conj else values
+        values.flags.writeable = False  # as every other tensor's
     return values
 
 

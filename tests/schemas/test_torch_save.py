@@ -11,6 +11,7 @@ import zipfile
 import ml_dtypes
 import numpy as np
 import pytest
+import torch
 
 from tcmp.schemas.dtypes import DataType
 from tcmp.schemas.dump_records import Completeness
@@ -21,8 +22,6 @@ from tcmp.schemas.torch_save import (
     read_torch_save,
     torch_save_completeness,
 )
-
-torch = pytest.importorskip("torch")
 
 # torch dtype name, GE code: the pairs the reader must give
 DTYPES = [
@@ -193,6 +192,7 @@ def test_conjugate_and_negative_views(tmp_path):
     assert negated_view.is_neg()
     (negated,) = read_torch_save(save(negated_view, tmp_path / "n.pt")).tensors
     assert_same(negated, negated_view)
+    assert not conjugated.values.flags.writeable and not negated.values.flags.writeable
 
 
 def test_a_big_file_is_mapped_and_read_only(tmp_path):
@@ -263,3 +263,27 @@ def test_other_pickle_protocols(tmp_path, protocol):
     assert [t.key for t in saved.tensors] == ["x", "y"]
     for one, tensor in zip(saved.tensors, tensors.values()):
         assert_same(one, tensor)
+
+
+def npugraph_saved(tensor):
+    """What torch_npu 2.14.0's save_npugraph_tensor saves of an NPU tensor (its `_materialize_npugraph_tensor_arg`):
+    its contiguous CPU bytes in a host buffer, `torch.frombuffer(buffer, dtype).reshape(shape)`, or
+    `torch.empty(shape, dtype)` for an empty one."""
+    contiguous = tensor.contiguous()
+    buffer = bytearray(contiguous.view(torch.uint8).numpy().tobytes()) if contiguous.numel() else bytearray()
+    if len(buffer) == 0:
+        return torch.empty(tuple(tensor.shape), dtype=tensor.dtype)
+    return torch.frombuffer(buffer, dtype=tensor.dtype).reshape(tuple(tensor.shape))
+
+
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16", "float8_e4m3fn", "int64", "bool"])
+def test_what_save_npugraph_tensor_writes(tmp_path, dtype_name):
+    """The NPU path of save_npugraph_tensor (a tensor over a host buffer) and of its tensor_list overload (a list)."""
+    tensor = sample(dtype_name, (3, 4), seed=5).t()  # a non-contiguous device tensor: saved contiguous
+    (one,) = read_torch_save(save(npugraph_saved(tensor), tmp_path / "out_device_0_0.pt")).tensors
+    assert_same(one, tensor)
+    tensors = [tensor, tensor[:0], tensor[1]]
+    saved = read_torch_save(save([npugraph_saved(t) for t in tensors], tmp_path / "list_device_0_0.pt"))
+    assert [t.shape for t in saved.tensors] == [(4, 3), (0, 3), (3,)]
+    for one, expected in zip(saved.tensors, tensors):
+        assert_same(one, expected)

@@ -22,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
+import torch
 
 from tcmp.schemas.dump_records import Completeness
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete
@@ -34,9 +35,6 @@ from tcmp.schemas.torch_save import (
     read_torch_save,
     torch_save_completeness,
 )
-
-torch = pytest.importorskip("torch")
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # Hand-made archives: data.pkl pickled as torch pickles it (a storage as a persistent id, a tensor as a REDUCE of
@@ -482,3 +480,13 @@ def test_more_opcodes_than_the_cap_are_refused(tmp_path):
     path = write_archive(tmp_path / "ops.pt", pickled, {})
     with pytest.raises(TorchSaveCorrupt, match="opcodes"):
         probe_torch_save(path)
+
+
+def test_an_entry_named_twice_is_refused(tmp_path):
+    """Two `data/0` entries: which one torch would read is the zip reader's choice; tcmp reads neither."""
+    storage = HandStorage("0", 4)
+    path = write_archive(tmp_path / "twice.pt", data_pkl(HandTensor(storage, 0, (4,), (1,))), {"0": FOUR_FLOATS})
+    with pytest.warns(UserWarning, match="Duplicate name"), zipfile.ZipFile(path, "a") as out:
+        out.writestr("archive/data/0", bytes(16))
+    with pytest.raises(TorchSaveCorrupt, match="named twice"):
+        read_torch_save(path)
