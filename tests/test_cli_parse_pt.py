@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
+import torch
 
 from tcmp.schemas.parse import find_dump_files, parse_file
-
-torch = pytest.importorskip("torch")
 
 RANK = "worldsize1_global_rank0"
 

@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
+import torch
 
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.judge.verdict import Result
@@ -24,8 +25,6 @@ from tcmp.compare.report.outcome import CompareOptions
 from tcmp.daemon.retention import RetentionPolicy
 from tcmp.daemon.service import WatchConfig, run_watch
 from tcmp.schemas.acl_dump import AclStage
-
-torch = pytest.importorskip("torch")
 
 RANK = "worldsize1_global_rank0"
 TARGETS = {

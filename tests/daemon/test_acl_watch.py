@@ -8,12 +8,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import pytest
+import torch
 from daemon_testlib import crc, index_rows, tensor_rows, wait_until
 
 from tcmp.schemas.index import default_index_path
-
-torch = pytest.importorskip("torch")
 
 RANK = "worldsize1_global_rank0"
 
