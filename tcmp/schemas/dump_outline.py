@@ -174,11 +174,26 @@ def scan_directory(
     entries = _list_files(directory)
     if isinstance(entries, Unrecognized):
         return DirectoryScan((), (entries,))
-    scan = _scan_entries(Path(os.path.realpath(root)), directory, entries, fx_token_base, side)
-    if side is not Side.ACL or token is None:
-        return scan
-    shared = shared_counters([f.name for f in scan.files if isinstance(f.name, AclFileName)])
-    return DirectoryScan(tuple(f for f in scan.files if f.token == token and f.op_name not in shared), ())
+    if side is Side.ACL and token is not None:  # the token's entries only, picked by name (a directory holds all)
+        entries = _acl_token_entries(entries, token)
+        return DirectoryScan(_scan_entries(Path(os.path.realpath(root)), directory, entries, None, side).files, ())
+    return _scan_entries(Path(os.path.realpath(root)), directory, entries, fx_token_base, side)
+
+
+def _acl_token_entries(entries: list[os.DirEntry], token: int) -> list[os.DirEntry]:
+    """The entries of an aclgraph directory whose save counter is `token`, less those of shared-counter nodes."""
+    names: dict[str, AclFileName] = {}
+    for entry in entries:
+        if classify_name(entry.name) is FileKind.ACL_PT:
+            try:
+                names[entry.name] = parse_acl_file_name(entry.name)
+            except DumpError:
+                continue  # the outline's problem
+    shared = shared_counters(list(names.values()))
+    return [
+        e for e in entries
+        if e.name in names and names[e.name].counter == token and names[e.name].node not in shared
+    ]  # fmt: skip
 
 
 def dump_names(directory: Path, side: Side) -> Iterator[tuple[str, Optional[str]]]:
