@@ -203,7 +203,8 @@ def compare(
     cluster: Annotated[Optional[str], cluster_option("compare each rank on the Ray node that holds its files")] = None,
     verbose: Verbose = False,
 ) -> None:
-    """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
+    """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op; or an aclgraph dump
+    with an FX dump or another aclgraph dump, node by node."""
     from tcmp.compare.execute.run import compare_workers, run_compare
     from tcmp.compare.judge.verdict import Thresholds
     from tcmp.compare.report.console import print_outcome, print_plan
