@@ -85,7 +85,9 @@ def version(verbose: Verbose = False) -> None:
 
 @app.command()
 def parse(
-    paths: Annotated[list[Path], typer.Argument(help="GE dump files or directories holding them.", exists=True)],
+    paths: Annotated[
+        list[Path], typer.Argument(help="GE dump files, aclgraph .pt files, or directories holding them.", exists=True)
+    ],
     output_path: Annotated[
         Optional[Path],
         typer.Option("--output_path", "--output-path", "-o", help="Write each tensor as an ND .npy file here."),
@@ -96,7 +98,8 @@ def parse(
     force: Annotated[bool, typer.Option("--force", help="Replace .npy files that exist in the -o directory.")] = False,
     verbose: Verbose = False,
 ) -> None:
-    """Read GE dump files without CANN: write their tensors as ND .npy files (-o), describe them (--info), or both."""
+    """Read GE dump files without CANN (and aclgraph .pt files without torch): write their tensors as ND .npy files
+    (-o), describe them (--info), or both."""
     from tcmp.schemas.files import Directory, OutputExistsError
     from tcmp.schemas.parse import find_dump_files, parse_file
 
@@ -186,6 +189,12 @@ def compare(
             "(torchair's graph_dump.path; default: the working directory).",
         ),
     ] = None,
+    target_stage: Annotated[
+        str, typer.Option("--target-stage", help="aclgraph target: torchair's data_dump_stage (original|optimized).")
+    ] = "original",
+    golden_stage: Annotated[
+        str, typer.Option("--golden-stage", help="aclgraph golden: torchair's data_dump_stage (original|optimized).")
+    ] = "original",
     cosine: Annotated[float, typer.Option(min=-1.0, max=1.0, help="PASS needs Cosine >= this.")] = 0.99,
     max_rel_err: Annotated[
         float, typer.Option(callback=positive, help="PASS needs MaxRelativeErr < this (> 0).")
@@ -194,22 +203,31 @@ def compare(
     cluster: Annotated[Optional[str], cluster_option("compare each rank on the Ray node that holds its files")] = None,
     verbose: Verbose = False,
 ) -> None:
-    """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op."""
+    """Compare a GE graph-mode dump with its golden (FX dump or fusion-off GE dump), op by op; or an aclgraph dump
+    with an FX dump or another aclgraph dump, node by node."""
     from tcmp.compare.execute.run import compare_workers, run_compare
     from tcmp.compare.judge.verdict import Thresholds
     from tcmp.compare.report.console import print_outcome, print_plan
     from tcmp.compare.report.outcome import CompareOptions, DataMode
     from tcmp.compare.report.writers import ReportChoice, chosen_formats
+    from tcmp.schemas.acl_dump import AclStage
 
     try:
         chosen = DataMode(data_mode)
     except ValueError:
         raise fail(f"--data-mode must be one of {', '.join(m.value for m in DataMode)}", EXIT_USAGE) from None
+    stages = []
+    for option, stage in (("--target-stage", target_stage), ("--golden-stage", golden_stage)):
+        try:
+            stages.append(AclStage(stage))
+        except ValueError:
+            raise fail(f"{option} must be one of {', '.join(s.value for s in AclStage)}", EXIT_USAGE) from None
     _check_writable(output_path, "reports to")
     thresholds = Thresholds(cosine=cosine, max_relative_err=max_rel_err, stats_relative_err=stats_rel_err)
     options = CompareOptions(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
         golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db, graph=graph,
+        target_stage=stages[0], golden_stage=stages[1],
     )  # fmt: skip
     formats = chosen_formats(ReportChoice(highlight=highlight, html=not no_html))
     if cluster:

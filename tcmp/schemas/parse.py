@@ -1,6 +1,7 @@
 """`tcmp parse`: a CANN-free replacement for `msprobe parse`.
 
-Each GE dump tensor becomes `{dump file name}.{input|output}.{i}.npy` in ND layout. Dtypes numpy has no native
+Each GE dump tensor becomes `{dump file name}.{input|output}.{i}.npy` in ND layout; each tensor of an aclgraph
+`.pt` (torch.save, read without torch) `{file name}.output.{i}.npy`. Dtypes numpy has no native
 type for (bf16, float8, HiFloat8, E8M0, int4/int2/uint2/uint1) are written as float32, exactly widened;
 undecodable payloads as their raw bytes (uint8), with a note. A tensor the writer did not dump (device address 0)
 has no `.npy`: its description says `"dumped": false` and why. `--info` describes every tensor as one JSON object
@@ -13,17 +14,19 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 
-from tcmp.schemas.dtypes import DataType, to_float32
+from tcmp.schemas.acl_dump import parse_acl_file_name
+from tcmp.schemas.dtypes import DataType, dtype_name, to_float32
 from tcmp.schemas.dump_tree import FileKind, classify_name
 from tcmp.schemas.errors import DumpError, describe
 from tcmp.schemas.files import Directory, OutputExistsError, pause_for_tests
 from tcmp.schemas.ge_dump import NOT_DUMPED, open_ge_dump, read_ge_dump
 from tcmp.schemas.ge_header import GeDump, GeTensor
 from tcmp.schemas.ge_names import parse_ge_file_name
+from tcmp.schemas.torch_save import SavedObject, read_torch_save
 
 # written as float32: numpy has no native type for them (sub-byte integers decode to int8/uint8/bool, but
 # msprobe parse users expect float32 files for every packed or low-precision type)
@@ -126,10 +129,12 @@ def _storable(array: np.ndarray, data_type: int) -> np.ndarray:
 
 
 def parse_file(path: Path, output_dir: Union[Path, Directory, None] = None, force: bool = False) -> ParsedFile:
-    """Describe one GE dump file and, with `output_dir`, write its tensors as ND `.npy` files (through
-    `schemas.files`: nothing followed, each file complete or absent). An existing `.npy` is replaced only with
-    `force`; else OutputExistsError, before anything of this file is written."""
+    """Describe one GE dump file (or aclgraph `.pt`) and, with `output_dir`, write its tensors as ND `.npy` files
+    (through `schemas.files`: nothing followed, each file complete or absent). An existing `.npy` is replaced only
+    with `force`; else OutputExistsError, before anything of this file is written."""
     path = Path(path)
+    if classify_name(path.name) is FileKind.ACL_PT:
+        return _parse_pt(path, output_dir, force)
     if output_dir is None:
         try:
             dump = read_ge_dump(path)
@@ -179,6 +184,54 @@ def _convert(path: Path, output: Directory, force: bool) -> ParsedFile:
         return ParsedFile(path, (), f"cannot read: {exc.strerror or exc}")
 
 
+def _parse_pt(path: Path, output_dir: Union[Path, Directory, None], force: bool) -> ParsedFile:
+    """`parse_file` for an aclgraph `.pt`: its tensors (one, or a saved list's) as outputs 0, 1, …"""
+    try:
+        saved = read_torch_save(path)
+    except DumpError as exc:
+        return ParsedFile(path, (), describe(exc))
+    except OSError as exc:
+        return ParsedFile(path, (), f"cannot read: {exc.strerror or exc}")
+    try:
+        node = parse_acl_file_name(path.name).node
+    except DumpError:
+        node = path.stem
+    names = [f"{path.name}.output.{k}.npy" for k in range(len(saved.tensors))]
+
+    def info(k: int, output: Optional[str] = None) -> TensorInfo:
+        t = saved.tensors[k]
+        return TensorInfo(str(path), node, None, "output", k, dtype_name(t.data_type), "ND", t.shape, t.shape,
+                          t.values.nbytes, None, output)  # fmt: skip
+
+    if output_dir is None:
+        return ParsedFile(path, tuple(info(k) for k in range(len(names))))
+    if isinstance(output_dir, Directory):
+        return _write_pt(path, saved, names, info, output_dir, force)
+    try:
+        directory = Directory(Path(output_dir))
+    except OSError as exc:
+        return ParsedFile(path, (), f"cannot write {output_dir}: {exc.strerror or exc}")
+    with directory:
+        return _write_pt(path, saved, names, info, directory, force)
+
+
+def _write_pt(
+    path: Path, saved: SavedObject, names: list[str], info: Callable[..., TensorInfo], output: Directory, force: bool
+) -> ParsedFile:
+    existing = next((n for n in names if output.exists(n)), None)
+    if existing is not None and not force:
+        raise OutputExistsError(output.path / existing)
+    infos: list[TensorInfo] = []
+    for k, name in enumerate(names):
+        tensor = saved.tensors[k]
+        try:
+            _save(output, name, _storable(np.ascontiguousarray(tensor.values), int(tensor.data_type)), force)
+        except OSError as exc:
+            return ParsedFile(path, tuple(infos), f"cannot write {output.path / name}: {exc.strerror or exc}")
+        infos.append(info(k, str(output.path / name)))
+    return ParsedFile(path, tuple(infos))
+
+
 def _save(output: Directory, name: str, array: np.ndarray, force: bool) -> None:
     temporary = output.temporary()
     try:
@@ -200,12 +253,13 @@ def parse_dumps(paths: Iterable[Path], output_dir: Optional[Path] = None) -> Ite
 
 
 def find_dump_files(paths: Iterable[Path]) -> Iterator[Path]:
-    """The GE binary dump files among `paths` (files as given; directories walked, in name order)."""
+    """The GE binary dump files and aclgraph `.pt` files among `paths` (files as given; directories walked, in name
+    order)."""
     for path in paths:
         path = Path(path)
         if path.is_dir():
             for child in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
-                if classify_name(child.name) is FileKind.GE_BINARY:
+                if classify_name(child.name) in (FileKind.GE_BINARY, FileKind.ACL_PT):
                     yield child
         else:
             yield path

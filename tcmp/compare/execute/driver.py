@@ -18,6 +18,7 @@ from tcmp.compare.judge.metrics import Mode, fused_loop_built
 from tcmp.compare.records import Unmatched
 from tcmp.compare.report.outcome import CompareOptions, CompareResult, DataMode, UnmatchedBatch
 from tcmp.compare.report.writers import ReportFile
+from tcmp.schemas.dump_records import Side
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,9 @@ def drive(
         for lost in unfinished:
             stream.discard(lost.rank)
         notes = planned.notes + compiled_loop_note(mode)
+        aclgraph = any(d.side is Side.ACL for b in planned.bindings for d in b.target_dirs)
         result = CompareResult(options, planned.golden_kind, mode, reason, stream.rank_results(), notes,
-                               planned.golden_fused)  # fmt: skip
+                               planned.golden_fused, aclgraph)  # fmt: skip
         result = stream.finish(result)
     except BaseException:
         stream.abort()

@@ -167,7 +167,7 @@ def _unreadable(console: Console, rank: RankResult) -> None:
         say(console, f"  {rows} not compared for a file that could not be read: why in their Err_message")
 
 
-def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
+def _rank(console: Console, rank: RankResult, mode: Mode, items: str = "GE ops") -> None:
     c = rank.counts
     title = "" if rank.rank is None else f"rank {rank.rank}: "
     say(
@@ -176,7 +176,7 @@ def _rank(console: Console, rank: RankResult, mode: Mode) -> None:
         + (f", {c.not_compared} not compared" if c.not_compared else "")
         + (f" ([yellow]{c.rows_unreadable} for a file that could not be read[/])" if c.rows_unreadable else "")
         + f"; unmatched: {c.unmatched_target} target, {c.unmatched_golden} golden{_unmatched_kinds(c)}"
-        + f"; GE ops {rank.target_ops} ({rank.ops_in_rows} in the table, {rank.ops_unmatched_only} only unmatched)",
+        + f"; {items} {rank.target_ops} ({rank.ops_in_rows} in the table, {rank.ops_unmatched_only} only unmatched)",
     )
     if c.rows_from_index:
         say(console, f"  rows from raw data: {c.rows_from_raw}, from the tcmp index: {c.rows_from_index}")
@@ -213,7 +213,7 @@ def print_outcome(console: Console, result: CompareResult) -> None:
     for note in result.notes:
         say(console, f"[yellow]note:[/] {escape(note)}")
     for rank in result.ranks:
-        _rank(console, rank, result.mode)
+        _rank(console, rank, result.mode, result.target_items)
     if any(rank.counts.failed or rank.counts.not_compared for rank in result.ranks):
         for line in legend(result.mode, result.options.thresholds):
             say(console, line)

@@ -17,6 +17,7 @@ from tcmp.compare.judge.rows import Row
 from tcmp.compare.judge.verdict import Thresholds
 from tcmp.compare.records import Role, Unmatched, UnmatchedKind
 from tcmp.compare.report.table import render_unmatched
+from tcmp.schemas.acl_dump import AclStage
 
 
 class DataMode(str, enum.Enum):
@@ -39,6 +40,9 @@ class CompareOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     db: Optional[Path] = None  # `tcmp watch`'s index, when it is not inside the dump trees
     graph: Optional[Path] = None  # the graph text file(s), when they are not under the target
+    # the torchair dump stage of an aclgraph target / golden (what its files' save counters count)
+    target_stage: AclStage = AclStage.ORIGINAL
+    golden_stage: AclStage = AclStage.ORIGINAL
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,12 @@ class CompareResult:
     ranks: tuple[RankResult, ...]
     notes: tuple[str, ...]
     golden_fused: bool = False  # the GE golden holds fusions of the target's ops: taken with fusion on?
+    target_aclgraph: bool = False  # the target is an aclgraph dump: its items are FX nodes, not GE ops
+
+    @property
+    def target_items(self) -> str:
+        """What the target's executions are, as the console and the HTML report count them."""
+        return "FX nodes" if self.target_aclgraph else "GE ops"
 
     @property
     def failed(self) -> bool:
@@ -157,6 +167,8 @@ class CompareResult:
         """What the golden dump is, as the console and the HTML report name it."""
         if self.golden_kind is GoldenKind.FX:
             return "FX dump"
+        if self.golden_kind is GoldenKind.ACL:
+            return "aclgraph dump"
         return "GE dump that looks taken with fusion on (see the note)" if self.golden_fused else "fusion-off GE dump"
 
     @property

@@ -60,7 +60,7 @@ def _command_line() -> str:
     return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else ""
 
 
-def _counts(c: Counts, rank: RankResult) -> str:
+def _counts(c: Counts, rank: RankResult, items: str = "GE ops") -> str:
     parts = [f'<b class="c-g">{c.passed} PASS</b>', f'<b class="c-r">{c.failed} FAIL</b>']
     if c.not_compared:
         unreadable = f" ({c.rows_unreadable} for a file that could not be read)" if c.rows_unreadable else ""
@@ -68,7 +68,7 @@ def _counts(c: Counts, rank: RankResult) -> str:
     source = f"; {c.rows_from_raw} from raw data, {c.rows_from_index} from the tcmp index" if c.rows_from_index else ""
     return (
         f"<dt>rows</dt><dd>{c.rows}: {', '.join(parts)}{source}</dd>"
-        f"<dt>GE ops</dt><dd>{rank.target_ops} ({rank.ops_in_rows} in the table, {rank.ops_unmatched_only} only "
+        f"<dt>{items}</dt><dd>{rank.target_ops} ({rank.ops_in_rows} in the table, {rank.ops_unmatched_only} only "
         "unmatched)</dd>"
         f"<dt>unmatched</dt><dd>{c.unmatched_target} target, {c.unmatched_golden} golden (by design "
         f"{c.unmatched_by_design}, out of scope {c.unmatched_out_of_scope}, no partner {c.unmatched_no_partner}, "
@@ -112,7 +112,7 @@ def header_html(result: CompareResult, rank: RankResult, node_of: NodeOf) -> str
         f"<dt>target</dt><dd>{escape(str(result.options.target))}</dd>"
         f"<dt>golden</dt><dd>{escape(str(result.options.golden))} ({escape(result.golden_description)})</dd>"
         f"<dt>data mode</dt><dd>{result.mode.value} ({escape(result.mode_reason)})</dd>"
-        f"{_counts(rank.counts, rank)}</dl>{_divergences(rank, node_of)}{rule}{notes}</header>"
+        f"{_counts(rank.counts, rank, result.target_items)}</dl>{_divergences(rank, node_of)}{rule}{notes}</header>"
     )
 
 
