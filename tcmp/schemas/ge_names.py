@@ -133,7 +133,8 @@ def parse_ge_file_name(name: str) -> GeFileName:
         # a 16-digit last field is a timestamp: the name is a capture-mode one, not a long one
         if len(fields) >= 8 and is_long and len(slice_ids[-1]) != TIMESTAMP_DIGITS:
             numeric_type = int(FFTS_TASK_TYPE) if task_type == FFTS_LITERAL else int(task_type)
-            ffts = FftsSlice(*(int(x) for x in slice_ids), task_type=numeric_type)
+            context_id, thread_id, device_id = (int(x) for x in slice_ids)
+            ffts = FftsSlice(context_id, thread_id, device_id, task_type=numeric_type)
             parsed = _parse_fields(fields[:-4], kind, ffts, capture_only=task_type == FFTS_LITERAL)
             if parsed is not None:
                 return parsed
