@@ -186,6 +186,14 @@ def compare(
             "(torchair's graph_dump.path; default: the working directory).",
         ),
     ] = None,
+    dump_options: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--dump-options",
+            help="GE's dump options JSON (torchair's ge_dump_data_json/dump_options_*.json or an acl.json): ops it "
+            "does not select are out of scope (default: found beside the dump or in the working directory).",
+        ),
+    ] = None,
     cosine: Annotated[float, typer.Option(min=-1.0, max=1.0, help="PASS needs Cosine >= this.")] = 0.99,
     max_rel_err: Annotated[
         float, typer.Option(callback=positive, help="PASS needs MaxRelativeErr < this (> 0).")
@@ -210,6 +218,7 @@ def compare(
     options = CompareOptions(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
         golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db, graph=graph,
+        dump_options=dump_options,
     )  # fmt: skip
     formats = chosen_formats(ReportChoice(highlight=highlight, html=not no_html))
     if cluster:

@@ -75,6 +75,7 @@ def collect_inputs(options: CompareOptions) -> CompareInputs:
     return collect(
         options.target, options.golden, rank=options.rank, target_run=options.target_run,
         golden_run=options.golden_run, fx_token_base=options.fx_token_base, db=options.db, graph=options.graph,
+        dump_options=options.dump_options,
     )  # fmt: skip
 
 

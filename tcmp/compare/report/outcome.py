@@ -39,6 +39,7 @@ class CompareOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     db: Optional[Path] = None  # `tcmp watch`'s index, when it is not inside the dump trees
     graph: Optional[Path] = None  # the graph text file(s), when they are not under the target
+    dump_options: Optional[Path] = None  # GE's dump options JSON, when it is not found beside the dump
 
 
 @dataclass(frozen=True)
