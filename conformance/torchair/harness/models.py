@@ -334,7 +334,10 @@ def _data_dump_scope(m, x):
 
 
 _SCOPE_SINCE = (2, 14)
-_SCOPE_WHY = "torchair before 2.14 writes no dump options JSON (dump_layer goes to GE as an option the stub ignores)"
+_SCOPE_WHY = (
+    "torchair 2.5.1 has no torchair.scope.data_dump() and writes no dump options JSON (dump_layer goes to GE as the "
+    "ge.exec.dumpLayer option, which the stub GE does not apply)"
+)
 
 _CAST_FUSED = "npu.npu_add_rms_norm_cast.default"
 
