@@ -195,6 +195,14 @@ def compare(
     golden_stage: Annotated[
         str, typer.Option("--golden-stage", help="aclgraph golden: torchair's data_dump_stage (original|optimized).")
     ] = "original",
+    dump_options: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--dump-options",
+            help="GE's dump options JSON (torchair's ge_dump_data_json/dump_options_*.json or an acl.json): ops it "
+            "does not select are out of scope (default: found beside the dump or in the working directory).",
+        ),
+    ] = None,
     cosine: Annotated[float, typer.Option(min=-1.0, max=1.0, help="PASS needs Cosine >= this.")] = 0.99,
     max_rel_err: Annotated[
         float, typer.Option(callback=positive, help="PASS needs MaxRelativeErr < this (> 0).")
@@ -228,6 +236,7 @@ def compare(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
         golden_run=golden_run, fx_token_base=fx_token_base, jobs=jobs, thresholds=thresholds, db=db, graph=graph,
         target_stage=stages[0], golden_stage=stages[1],
+        dump_options=dump_options,
     )  # fmt: skip
     formats = chosen_formats(ReportChoice(highlight=highlight, html=not no_html))
     if cluster:

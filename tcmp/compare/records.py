@@ -21,7 +21,7 @@ class UnmatchedKind(str, enum.Enum):
     """Why an item has no partner, in the terms a user acts on."""
 
     BY_DESIGN = "by design"  # nothing to pair it with exists: fused-op members, FX input copies, arguments, …
-    OUT_OF_SCOPE = "out of scope"  # its token, rank, run or graph is not in the other dump
+    OUT_OF_SCOPE = "out of scope"  # its token, rank, run or graph is not in the other dump, or GE did not dump it
     NO_PARTNER = "no partner"  # a partner should exist and was not found: look at these
     UNREADABLE = "unreadable"  # its file or its name could not be read
 

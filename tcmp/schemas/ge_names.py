@@ -6,8 +6,14 @@ still parse:
     standard   {OpType}.{OpName}.{task}.{stream}.{timestamp}
     old        {OpType}.{OpName}.{task}.{timestamp}
     capture    {OpType}.{OpName}.{dumpNumber}.{task}.{stream}.{timestamp}
-    FFTS+      standard + .4.{context}.{thread}.{device}
+    long       standard + .{task_type}.{context}.{thread}.{device}   (FFTS+ writes task_type 4)
+               old      + .{task_type}.{context}.{thread}.{device}   (CANN's documented form without the stream id)
                capture  + .FFTSPLUS.{context}.{thread}.{device}
+
+A long-form tail is `{task_type}` (runtime's Task.TaskType, 0-4) and three digit fields whose last, the device
+id, is not a 16-digit timestamp: a name that ends in a timestamp is a capture-mode name whose dumpNumber and ids
+happen to look like a tail. The field count then decides: 9 fields carry the stream id (in the writer's order,
+task before stream), 8 fields do not.
     stats      any of the above + .csv
     appendix   any of the above + _min_max.npz   (the user-side convert-to-min/max script)
     hashed     decimal digits only; the real name is in mapping.csv beside it
@@ -28,6 +34,9 @@ from tcmp.schemas.errors import DumpCorrupt, NameParseError
 MAPPING_FILE = "mapping.csv"
 FFTS_TASK_TYPE = "4"
 FFTS_LITERAL = "FFTSPLUS"
+# runtime's Task.TaskType (op_mapping_info.proto): AICORE, AICPU, DEBUG, SDMA, FFTSPLUS; CANN documents the long
+# name with any {task_type}, the aicpu writer only ever writes FFTSPLUS
+LONG_NAME_TASK_TYPES = frozenset({"0", "1", "2", "3", FFTS_TASK_TYPE})
 # gettimeofday in µs; the peer insists on 16 digits, tcmp only flags others (`timestamp_suspicious`)
 TIMESTAMP_DIGITS = 16
 
@@ -48,11 +57,12 @@ class GeNameForm(str, enum.Enum):
 
 @dataclass(frozen=True, **SLOTS)
 class FftsSlice:
-    """The FFTS+ tail: which context/thread slice of the op this file holds."""
+    """The long-name tail: which context/thread slice of the op this file holds (FFTS+ for task type 4)."""
 
     context_id: int
     thread_id: int
     device_id: int
+    task_type: int = int(FFTS_TASK_TYPE)  # the FFTSPLUS literal of capture names is task type 4 as well
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -94,7 +104,7 @@ def _is_digits(field: str) -> bool:
 
 
 def _parse_fields(fields: list[str], kind: GeFileKind, ffts: Optional[FftsSlice], capture_only: bool):
-    """The name without its FFTS+ tail; None when the numeric tail does not fit any form."""
+    """The name without its long-name tail; None when the numeric tail does not fit any form."""
     op_type, n = fields[0], len(fields)
     if n >= 6 and all(map(_is_digits, fields[-4:])) and fields[1]:
         # capture mode; only the adump capture writer leaves dots in op names, so 6+ fields mean this form
@@ -107,9 +117,9 @@ def _parse_fields(fields: list[str], kind: GeFileKind, ffts: Optional[FftsSlice]
     if n == 5 and all(map(_is_digits, fields[2:])):
         task, stream, ts = (int(x) for x in fields[2:])
         return GeFileName(op_type, fields[1], ts, task, stream, GeNameForm.STANDARD, kind, ffts=ffts)
-    if n == 4 and ffts is None and all(map(_is_digits, fields[2:])):
+    if n == 4 and all(map(_is_digits, fields[2:])):
         task, ts = (int(x) for x in fields[2:])
-        return GeFileName(op_type, fields[1], ts, task, None, GeNameForm.OLD, kind)
+        return GeFileName(op_type, fields[1], ts, task, None, GeNameForm.OLD, kind, ffts=ffts)
     return None
 
 
@@ -119,9 +129,12 @@ def parse_ge_file_name(name: str) -> GeFileName:
     fields = stem.split(".")
     if len(fields) >= 4 and fields[0] and fields[1]:
         task_type, *slice_ids = fields[-4:]
-        is_ffts = task_type in (FFTS_TASK_TYPE, FFTS_LITERAL) and all(map(_is_digits, slice_ids))
-        if len(fields) >= 9 and is_ffts:
-            ffts = FftsSlice(*(int(x) for x in slice_ids))
+        is_long = (task_type in LONG_NAME_TASK_TYPES or task_type == FFTS_LITERAL) and all(map(_is_digits, slice_ids))
+        # a 16-digit last field is a timestamp: the name is a capture-mode one, not a long one
+        if len(fields) >= 8 and is_long and len(slice_ids[-1]) != TIMESTAMP_DIGITS:
+            numeric_type = int(FFTS_TASK_TYPE) if task_type == FFTS_LITERAL else int(task_type)
+            context_id, thread_id, device_id = (int(x) for x in slice_ids)
+            ffts = FftsSlice(context_id, thread_id, device_id, task_type=numeric_type)
             parsed = _parse_fields(fields[:-4], kind, ffts, capture_only=task_type == FFTS_LITERAL)
             if parsed is not None:
                 return parsed
@@ -131,7 +144,7 @@ def parse_ge_file_name(name: str) -> GeFileName:
     raise NameParseError(
         None,
         f"{name!r} is not a GE dump file name: expected "
-        "{OpType}.{OpName}.{task}.{stream}.{timestamp} (or the capture-mode, FFTS+ or old form)",
+        "{OpType}.{OpName}.{task}.{stream}.{timestamp} (or the capture-mode, long/FFTS+ or old form)",
     )
 
 

@@ -75,6 +75,9 @@ class ModelResult:
     stack_wrong: list = field(default_factory=list)
     clean_fails: list = field(default_factory=list)  # the clean run's FAIL rows (or why it has no report)
     clean_first: list = field(default_factory=list)  # the clean run's first divergences
+    # dump scope (a model whose GE dump options select some ops): golden items of unselected nodes that are not
+    # "out of scope: not selected for dump (dump_layer)", or a scoped model without one such item
+    scope_wrong: list = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -90,6 +93,7 @@ class ModelResult:
             and not self.stack_wrong
             and not self.clean_fails
             and not self.clean_first
+            and not self.scope_wrong
         )
 
 
@@ -191,6 +195,7 @@ def evaluate(
                     result.by_design_without_reason.append(f"{label} [expected: {category.name}]")
                     break
 
+    _check_scope(result, ge, compared, in_table)
     for step, op, _type in ge.dumped_ops:
         if (step, op) not in in_table and (step, op) not in unmatched_ops and (None, op) not in unmatched_ops:
             result.missing_ops.append(f"{op} (token {step})")
@@ -198,3 +203,27 @@ def evaluate(
         if t.io == "output" and t.from_fx and (t.step, t.op, t.io, t.index) not in compared_tensors:
             result.named_not_compared.append(f"{t.op}.output.{t.index} (token {t.step}) named {t.fx_name}")
     return result
+
+
+NOT_SELECTED = "not selected for dump (dump_layer)"  # tcmp's reason (README, "Dump scope")
+
+
+def _check_scope(result: ModelResult, ge, compared: CompareOutput, in_table: set) -> None:
+    """Under dump options that select some ops: every golden output item of an FX node only unselected ops carry is
+    out of scope with tcmp's reason (at least one exists), and every op GE wrote has rows."""
+    if not ge.unselected_nodes:
+        return
+    seen = 0
+    for item in compared.unmatched:
+        name = Path(item["Path"]).name
+        if item["Side"] != "golden" or ".OUTPUT." not in name:
+            continue
+        if name.split(".OUTPUT.", 1)[0] in ge.unselected_nodes:
+            seen += 1
+            if (item["Kind"], item["Reason"]) != ("out of scope", NOT_SELECTED):
+                result.scope_wrong.append(f"golden {name}: {item['Kind']}: {item['Reason']} (GE did not dump it)")
+    if not seen:
+        result.scope_wrong.append(f"no golden output of the unselected nodes {sorted(ge.unselected_nodes)} listed")
+    for step, op, _type in ge.dumped_ops:
+        if (step, op) not in in_table:
+            result.scope_wrong.append(f"{op} (token {step}) was dumped (selected) but has no row")

@@ -25,7 +25,7 @@ import numpy as np
 
 from tcmp.schemas.synth.ge_writer import TensorSpec, write_ge_dump
 
-from . import ge_interp
+from . import dump_scope, ge_interp
 from .fx_files import FxFile, element
 from .ge_graph import Edge, GeGraph, GeOp, graph_from_proto, read_graph_text, read_model_bytes
 from .run_inputs import load_inputs
@@ -61,6 +61,8 @@ class GeSide:
     fault_op: str
     tensors: tuple[GeTensor, ...]
     dumped_ops: tuple[tuple[int, str, str], ...]  # (step, op name, op type) of every written file
+    # the FX nodes ({name}-{target}) whose outputs only ops GE did not select for dump (dump_layer) carry
+    unselected_nodes: frozenset = frozenset()
 
 
 def _parse_fx_name(fx_name: str) -> tuple[str, tuple[str, ...]]:
@@ -123,7 +125,9 @@ def load_executed_graph(model_dir: Path, ir) -> tuple[GeGraph, list[Path]]:
     return graph, runs
 
 
-def fault_op(graph: GeGraph, op_types: tuple[str, ...], values: dict, from_fx: set, fx_outputs: list) -> GeOp:
+def fault_op(
+    graph: GeGraph, op_types: tuple[str, ...], values: dict, from_fx: set, fx_outputs: list, written=None
+) -> GeOp:
     """The op to fault — a tensor no compare can pair is a fault no compare can see: of `op_types` in preference,
     the first op (torchair's order) with a float output named after an FX file that holds it; failing that, one
     whose float output some FX output holds by value (a pattern-fused op, through the nodes it replaced)."""
@@ -138,7 +142,8 @@ def fault_op(graph: GeGraph, op_types: tuple[str, ...], values: dict, from_fx: s
     for test in (named, held):
         for op_type in op_types:
             for op in graph.ops:
-                if op.type == op_type and op.dumped and any(test(op, i) for i in range(len(op.output_descs))):
+                chosen = op.dumped if written is None else written(op)
+                if op.type == op_type and chosen and any(test(op, i) for i in range(len(op.output_descs))):
                     return op
     raise HarnessError(f"graph {graph.name} has no op of the fault types {op_types} with an output in the FX dump")
 
@@ -225,7 +230,13 @@ def write_ge_side(
     if not settled:
         raise HarnessError(f"{model_dir.name}: GE never ran graph {graph.name}")
     step0_fx = [v for f in fx if f.step == 0 and f.io == "OUTPUT" for v in [_numeric(f)] if v is not None]
-    faulty = fault_op(graph, fault_op_types, settled[0][0], settled[0][1], step0_fx)
+    # GE writes only the ops its dump options select (the file torchair wrote in the conversion run's ge/)
+    names = dump_scope.dumped_names(model_dir / "ge", graph.name)
+
+    def written(op: GeOp) -> bool:
+        return op.dumped and (names is None or op.name in names)
+
+    faulty = fault_op(graph, fault_op_types, settled[0][0], settled[0][1], step0_fx, written)
     root = (ge_dir or model_dir / "ge") / GE_DUMP_DIR  # where enable_ge_dump pointed GE's dump_path
     if rank_dirs:
         root = root / "worldsize1_global_rank0"
@@ -243,7 +254,7 @@ def write_ge_side(
             raise HarnessError(f"{faulty.name} ({faulty.type}) has no float output to fault")
         if not inject_fault:
             changed = {}
-        for task, op in enumerate(o for o in graph.ops if o.dumped):
+        for task, op in enumerate(o for o in graph.ops if written(o)):
             clock_us += 7
             path = base / str(step) / f"{op.type}.{_sanitized(op.name)}.{task + 1}.0.{clock_us}"
             edges = [e for e in op.inputs if e is not None]
@@ -284,4 +295,11 @@ def write_ge_side(
                         (op.name, i) in from_fx,
                     )
                 )
-    return GeSide(graph, faulty.name, tuple(tensors), tuple(dumped))
+    carried: dict = {}  # FX node -> whether a written op carries one of its outputs
+    for op in (o for o in graph.ops if o.dumped):
+        for desc in op.output_descs:
+            if desc.fx_name is not None and ".OUTPUT." in desc.fx_name:
+                node = desc.fx_name.split(".OUTPUT.", 1)[0]
+                carried[node] = carried.get(node, False) or written(op)
+    unselected = frozenset(node for node, any_written in carried.items() if not any_written)
+    return GeSide(graph, faulty.name, tuple(tensors), tuple(dumped), unselected)

@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from . import evaluate, fx_files, ge_dump, ge_graph, ge_interp, truth
+from . import dump_scope, evaluate, fx_files, ge_dump, ge_graph, ge_interp, truth
 from .versions import version as version_of
 
 # The targets torchair 2.14's pattern replacements create (patterns/*.py, replace_fn): a node of one of them in the
@@ -103,7 +103,8 @@ def judge_model(key: str, model_dir: Path, ir, tcmp: Path, rank_dirs: bool) -> e
     ge_root = model_dir / "ge"
     for where in (ge_root, ge_root / ge_dump.GE_DUMP_DIR):  # a previous GE side, or tcmp's graph cache
         for stale in where.iterdir() if where.is_dir() else ():
-            if stale.is_dir() and stale.name != ge_dump.GE_DUMP_DIR:
+            # torchair's dump options (ge_dump_data_json/) are the conversion run's, not a previous GE side
+            if stale.is_dir() and stale.name not in (ge_dump.GE_DUMP_DIR, dump_scope.OPTIONS_DIR):
                 shutil.rmtree(stale)
     for stale in (CLEAN_GE_DIR, "report", CLEAN_REPORT_DIR):
         shutil.rmtree(model_dir / stale, ignore_errors=True)

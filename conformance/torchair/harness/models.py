@@ -319,6 +319,26 @@ def _fp16(g, *shape):
     return _randn(g, *shape, dtype=torch.float16)
 
 
+def _dump_layer(m, x):
+    b = (x + 1.0) * 2.0  # Add, Mul
+    return torch.tanh(torch.relu(b)) * x  # Relu, Tanh, Mul_1
+
+
+def _data_dump_scope(m, x):
+    import torchair
+
+    a = x * 3.0  # GE op Mul, outside the scope
+    with torchair.scope.data_dump():
+        b = torch.relu(a * 2.0)  # Mul_1 and Relu: torchair writes their types, "Mul" and "Relu", as layers
+    return torch.tanh(b) + x
+
+
+_SCOPE_SINCE = (2, 14)
+_SCOPE_WHY = (
+    "torchair 2.5.1 has no torchair.scope.data_dump() and writes no dump options JSON (dump_layer goes to GE as the "
+    "ge.exec.dumpLayer option, which the stub GE does not apply)"
+)
+
 _CAST_FUSED = "npu.npu_add_rms_norm_cast.default"
 
 
@@ -515,5 +535,25 @@ def catalogue() -> tuple[CatalogueModel, ...]:
             lambda: _Fn(_returns_input),
             lambda g, s: (_randn(g, 4, 8),),
             fault_op_types=("Relu",),
+        ),
+        CatalogueModel(
+            "dump_layer",
+            "dump_config.dump_layer = 'Mul Tanh': GE dumps those two ops only, the others' FX tensors are out of scope",
+            lambda: _Fn(_dump_layer),
+            lambda g, s: (_randn(g, 4, 8),),
+            fault_op_types=("Tanh",),
+            config={"dump_config.dump_layer": "Mul Tanh"},
+            min_version=_SCOPE_SINCE,
+            min_version_why=_SCOPE_WHY,
+        ),
+        CatalogueModel(
+            "data_dump_scope",
+            "torchair.scope.data_dump() around Mul_1 and Relu: torchair lists their types, GE dumps the ops so named "
+            "(Mul outside the scope, Relu), not Mul_1",
+            lambda: _Fn(_data_dump_scope),
+            lambda g, s: (_randn(g, 4, 8),),
+            fault_op_types=("Relu",),
+            min_version=_SCOPE_SINCE,
+            min_version_why=_SCOPE_WHY,
         ),
     )

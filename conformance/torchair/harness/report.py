@@ -23,6 +23,7 @@ COLUMNS = (
     ("stack_wrong", "stack wrong"),
     ("clean_fails", "clean FAIL"),
     ("clean_first", "clean first div."),
+    ("scope_wrong", "scope wrong"),
     ("wrong_pairs", "wrong pairs (info)"),
     ("named_not_compared", "named uncompared (info)"),
 )
@@ -57,7 +58,7 @@ def examples(results: list[ModelResult], per_kind: int = 1) -> str:
     """The first item of each failing kind per version: what a reader of the table looks at first."""
     out = []
     kinds = ("false_fails", "missing_ops", "unexplained_no_partner", "by_design_without_reason", "stack_wrong",
-             "clean_fails", "clean_first", "wrong_pairs", "named_not_compared")  # fmt: skip
+             "clean_fails", "clean_first", "scope_wrong", "wrong_pairs", "named_not_compared")  # fmt: skip
     for kind in kinds:
         for version in sorted({r.version for r in results}):
             items = [(r.model, item) for r in results if r.version == version for item in getattr(r, kind)]

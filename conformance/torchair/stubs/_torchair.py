@@ -112,6 +112,14 @@ def _unavailable(name):
 
 export = _unavailable("export")
 as_torch_tensors = _unavailable("as_torch_tensors")
-AclmdlSetDump = _unavailable("AclmdlSetDump")
+
+
+def AclmdlSetDump(path):
+    # torchair 2.14's _set_dump_options_json hands GE the dump options file it wrote; the harness's GE side reads
+    # that file (harness/dump_scope.py)
+    CALLS.append(("AclmdlSetDump", path))
+    return 0
+
+
 AclopStartDumpArgs = _unavailable("AclopStartDumpArgs")
 AclopStopDumpArgs = _unavailable("AclopStopDumpArgs")

@@ -16,17 +16,20 @@ a GE and an FX dump) is refused with each one's root.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Optional
 
 from tcmp.compare.collect import guidance
 from tcmp.compare.collect.acl_stage import staged_tokens
 from tcmp.compare.collect.binding import BY_NAME_ONLY, Binder, Binding, GoldenKind, GraphCache, single_run
+from tcmp.compare.collect.scope import dump_selections
 from tcmp.compare.collect.sources import UNREADABLE_INDEX, DumpSource, by_model, unusable
 from tcmp.compare.records import CompareError, Role, Unmatched
 from tcmp.schemas.acl_dump import ACL_MODEL, AclStage
+from tcmp.schemas.dump_options import DumpSelection
 from tcmp.schemas.dump_outline import DumpDir, DumpOutline, dump_names, dump_roots, outline
 from tcmp.schemas.dump_records import Side
 from tcmp.schemas.dump_tree import GraphFile
@@ -46,6 +49,8 @@ class CompareInputs:
     # directories no binding compares: the golden's are listed as out of scope, both sides' unusable files too
     unbound: tuple[tuple[Role, DumpDir], ...] = ()
     golden_fused: bool = False  # the GE golden holds fusions of the target's ops: fusion on (see the notes)
+    # what GE was told to dump, by target rank (collect.scope); a rank without one: everything
+    dump_scope: Mapping[Optional[int], DumpSelection] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def ranks(self) -> tuple[Optional[int], ...]:
@@ -141,11 +146,13 @@ def collect(
     db: Optional[Path] = None,
     graph: Optional[Path] = None,
     acl_stages: tuple[AclStage, AclStage] = (AclStage.ORIGINAL, AclStage.ORIGINAL),
+    dump_options: Optional[Path] = None,
 ) -> CompareInputs:
     """Walk both trees by directories (plus what `tcmp watch`'s index keeps of files it deleted; `db` names the
     index when it is not in the trees), detect the golden's kind, check ranks and runs, bind graphs and golden
     directories. Dump file names are read where their tokens are compared (`DumpSource.listing`). Graph files
-    are `graph` (a file or a directory) when given, else the target's, else the working directory's."""
+    are `graph` (a file or a directory) when given, else the target's, else the working directory's. The dump
+    scope is `dump_options` when given, else found beside the target or in the working directory (collect.scope)."""
     target, golden = _check_paths(Path(target), Path(golden))
     notes: list[str] = []
     target_tree, target_index = _with_index(outline(target), db, notes)
@@ -221,9 +228,10 @@ def collect(
         if (d.path, d.side) not in bound
     ]
     in_scope = _in_scope(unbound, rank, binder.notes)
+    scope = dump_selections(dump_options, target_tree.root, sorted({t for t, _ in rank_pairs}, key=str), binder.notes)
     return CompareInputs(
         target_source, golden_source, kind, tuple(bindings), tuple(binder.unmatched), tuple(binder.notes), in_scope,
-        golden_fused=bool(swapped),
+        golden_fused=bool(swapped), dump_scope=MappingProxyType(scope),
     )  # fmt: skip
 
 

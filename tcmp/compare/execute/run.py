@@ -76,6 +76,7 @@ def collect_inputs(options: CompareOptions) -> CompareInputs:
         options.target, options.golden, rank=options.rank, target_run=options.target_run,
         golden_run=options.golden_run, fx_token_base=options.fx_token_base, db=options.db, graph=options.graph,
         acl_stages=(options.target_stage, options.golden_stage),
+        dump_options=options.dump_options,
     )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from typing import Optional, Union
 from tcmp.compare.collect.binding import Binding, GoldenKind
 from tcmp.compare.collect.fusion import GraphView
 from tcmp.compare.collect.inputs import CompareInputs
+from tcmp.compare.collect.scope import NOT_SELECTED, unselected_nodes
 from tcmp.compare.collect.sources import DumpSource, by_token
 from tcmp.compare.execute.prefetch import read_headers_ahead
 from tcmp.compare.judge.rows import Row
@@ -47,6 +48,7 @@ class Unit:
     target_dirs: tuple[DumpDir, ...]
     golden_dirs: Optional[tuple[DumpDir, ...]]  # None: this token is missing in the golden
     kind: GoldenKind
+    dump_layers: Optional[frozenset[str]] = None  # the op names GE dumped (dump_layer); None: all of them
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ def _golden_leftover_reason(
     fused_into: Mapping[str, str],
     partner_not_dumped: Mapping[Path, str],
     known: Mapping[Path, tuple[str, UnmatchedKind]] = MappingProxyType({}),
+    unselected: frozenset[str] = frozenset(),
 ) -> tuple[str, UnmatchedKind]:
     partner = partner_not_dumped.get(f.path)
     if partner is not None:
@@ -110,6 +113,8 @@ def _golden_leftover_reason(
             "not with this copy"
         )
         return why, UnmatchedKind.BY_DESIGN
+    if f"{f.op_name}-{f.op_type}" in unselected:
+        return NOT_SELECTED, UnmatchedKind.OUT_OF_SCOPE
     return "no target tensor pairs with this golden tensor (no readable GE dump names it)", UnmatchedKind.NO_PARTNER
 
 
@@ -117,11 +122,14 @@ def plan_units(binding: Binding, inputs: CompareInputs) -> tuple[list[Unit], lis
     """The binding's units, one per target token, and its golden directories of tokens the target lacks."""
     target_tokens, golden_tokens = by_token(binding.target_dirs), by_token(binding.golden_dirs)
     label = binding.graph.name if binding.graph is not None else binding.model
+    selection = inputs.dump_scope.get(binding.rank)
+    # GE matches a dump_list model by its root graph name (torchair's graph name) or its model name
+    layers = selection.layers_for((label, binding.model)) if selection is not None else None
     units = []
     for token, dirs in sorted(target_tokens.items()):
         golden = tuple(golden_tokens[token]) if token in golden_tokens else None
         units.append(Unit(binding.rank, label, binding.model, binding.graph, token, inputs.target, inputs.golden,
-                           tuple(dirs), golden, inputs.golden_kind))  # fmt: skip
+                           tuple(dirs), golden, inputs.golden_kind, layers))  # fmt: skip
     orphans = [d for token, dirs in sorted(golden_tokens.items()) if token not in target_tokens for d in dirs]
     return units, orphans
 
@@ -200,6 +208,7 @@ def plan_unit(unit: Unit, keep_rows: bool) -> Union[Plan, UnitResult]:
         result.fused_into,
         result.partner_not_dumped,
         result.golden_reasons,
+        unselected_nodes(view, unit.dump_layers) if unit.kind is GoldenKind.FX else frozenset(),
     )
     target_unmatched = _graph_names(result.unmatched, view)
     return Plan(
@@ -263,9 +272,13 @@ def _golden_leftovers(
     fused_into: Mapping[str, str],
     partner_not_dumped: Mapping[Path, str] = MappingProxyType({}),
     known: Mapping[Path, tuple[str, UnmatchedKind]] = MappingProxyType({}),
+    unselected: frozenset[str] = frozenset(),
 ) -> list[Unmatched]:
     """The golden files of a compared token that no target tensor pairs with, and why."""
-    return [_golden_unmatched(f, *_golden_leftover_reason(f, fused_into, partner_not_dumped, known)) for f in files]
+    return [
+        _golden_unmatched(f, *_golden_leftover_reason(f, fused_into, partner_not_dumped, known, unselected))
+        for f in files
+    ]
 
 
 def _golden_unmatched(f: DumpFile, why: str, kind: UnmatchedKind) -> Unmatched:

@@ -43,6 +43,7 @@ class CompareOptions:
     # the torchair dump stage of an aclgraph target / golden (what its files' save counters count)
     target_stage: AclStage = AclStage.ORIGINAL
     golden_stage: AclStage = AclStage.ORIGINAL
+    dump_options: Optional[Path] = None  # GE's dump options JSON, when it is not found beside the dump
 
 
 @dataclass(frozen=True)
