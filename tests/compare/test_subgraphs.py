@@ -128,3 +128,27 @@ def test_an_fx_golden_binds_through_the_subgraph_ops(tmp_path):
     assert outcome.label("body_g/AddN", IO.OUTPUT, 0).startswith("add_1-aten.add.Tensor.OUTPUT.0.")
     outputs = [r for r in outcome.rows if r.pair.io is IO.OUTPUT]
     assert len(outputs) == 4 and all(r.result is Result.PASS for r in outputs)
+
+
+def test_against_an_fx_golden_the_branch_it_did_not_run_is_out_of_scope(tmp_path):
+    """The target ran the then branch, the FX golden the else branch (its FX nodes are the ones the graph names)."""
+    pair = GeDump(tmp_path)
+    _write_target(pair, "then")
+    product = X * 2
+    pair.fx("mul-aten.mul.Tensor", [X, 2.0], [product])
+    sub = pair.fx("sub-aten.sub.Tensor", [product, 1.0], [product - 1])
+    pair.fx("add_1-aten.add.Tensor", [X - 1, 1.0], [X])
+    graph = tmp_path / GRAPH_FILE
+    graph.write_text(subgraph_model_text())
+    result, _ = run_compare(CompareOptions(pair.target, pair.golden, graph=graph), keep_rows=True)
+    outcome = Outcome(result)
+    branch_items = [u for u in outcome.target_unmatched() if u.op_name in ("then_g/Add", "then_pc/Relu")]
+    assert branch_items and all(
+        u.kind is UnmatchedKind.OUT_OF_SCOPE and u.reason.startswith(BRANCH_NOT_TAKEN) for u in branch_items
+    ), [(u.op_name, u.kind, u.reason) for u in branch_items]
+    golden = {Path(u.path): u for u in outcome.golden_unmatched()}
+    output = golden[sub["sub-aten.sub.Tensor.OUTPUT.0"]]  # (its inputs are FX input copies: by design anyway)
+    assert output.kind is UnmatchedKind.OUT_OF_SCOPE and output.reason.startswith(BRANCH_NOT_TAKEN), output.reason
+    assert "target dump" in output.reason
+    branch_ops = {"then_g/Add", "then_pc/Relu", "sub"}
+    assert not [u for u in outcome.rank.unmatched if u.kind is UnmatchedKind.NO_PARTNER and u.op_name in branch_ops]
