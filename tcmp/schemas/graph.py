@@ -115,6 +115,11 @@ class GraphOp:
     outputs: tuple[OutputDesc, ...]
     original_op_names: tuple[str, ...]  # `_datadump_original_op_names`
     stack_info: Optional[str]
+    # The subgraph (a GraphDef of a ModelDef after the root graph) the op is in; None: the root graph.
+    subgraph: Optional[str] = None
+    # The subgraphs the op calls, in its IR order (`PartitionedCall`'s f, `If`'s then/else, `While`'s cond/body,
+    # `Case`'s branches): `tcmp.schemas.graph_subgraphs`.
+    subgraphs: tuple[str, ...] = ()
 
     def as_fields(self) -> list:
         """The op as JSON-ready values in field order (the graph cache stores the list, the index its columns)."""
@@ -122,11 +127,13 @@ class GraphOp:
             self.order, self.name, self.type, [[e.producer, e.index] for e in self.inputs], list(self.control_inputs),
             [[o.index, o.fx_tensor_name, o.dtype, list(o.shape), o.layout, o.origin_name, o.origin_output_index]
              for o in self.outputs],
-            list(self.original_op_names), self.stack_info,
+            list(self.original_op_names), self.stack_info, self.subgraph, list(self.subgraphs),
         ]  # fmt: skip
 
     @classmethod
-    def from_fields(cls, order, name, op_type, inputs, control, outputs, originals, stack) -> GraphOp:
+    def from_fields(
+        cls, order, name, op_type, inputs, control, outputs, originals, stack, subgraph=None, subgraphs=()
+    ) -> GraphOp:
         """The inverse of `as_fields`."""
         return cls(
             order=order, name=name, type=op_type,
@@ -134,12 +141,14 @@ class GraphOp:
             control_inputs=tuple(control),
             outputs=tuple(OutputDesc(i, fx, dtype, tuple(shape), layout, origin, origin_index)
                           for i, fx, dtype, shape, layout, origin, origin_index in outputs),
-            original_op_names=tuple(originals), stack_info=stack,
+            original_op_names=tuple(originals), stack_info=stack, subgraph=subgraph, subgraphs=tuple(subgraphs),
         )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Graph:
+    """The ops of a graph file: of a ModelDef, the root graph's ops then each subgraph's, in file order."""
+
     name: str
     path: Path
     ops: tuple[GraphOp, ...]
@@ -155,6 +164,10 @@ class Graph:
 
     def op(self, name: str) -> Optional[GraphOp]:
         return self._ops_by_name.get(name)
+
+    @property
+    def has_subgraphs(self) -> bool:
+        return any(op.subgraph is not None or op.subgraphs for op in self.ops)
 
     def __len__(self) -> int:
         return len(self.ops)

@@ -26,7 +26,7 @@ from tcmp.schemas.files import Directory, write_atomically
 from tcmp.schemas.graph import Graph, GraphOp
 from tcmp.schemas.graph_reader import parse_graph_bytes, read_graph
 
-CACHE_VERSION = 3  # 3: keyed by the file's identity, checked by its content hash, out of the dump tree
+CACHE_VERSION = 4  # 3: keyed by the file's identity, checked by its content hash, out of the dump tree; 4: subgraphs
 
 
 def cache_root() -> Path:

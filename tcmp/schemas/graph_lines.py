@@ -25,8 +25,9 @@ __all__ = ["LineView", "line_view"]
 _ATTR_CODE, _KEY_CODE, _VALUE_CODE = FIELD_CODES[b"attr"], FIELD_CODES[b"key"], FIELD_CODES[b"value"]
 # The blocks whose fields the semantic layer can ask for (-1: the top level).
 _READ_BLOCKS = np.array(
-    [-1, *(FIELD_CODES[n] for n in (b"graph", b"op", b"output_desc", b"shape", b"attr", b"value", b"list"))]
-)
+    [-1, *(FIELD_CODES[n] for n in (b"graph", b"op", b"output_desc", b"shape", b"attr", b"value", b"list", b"func",
+                                    b"na"))]
+)  # fmt: skip
 
 
 def _words(text: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

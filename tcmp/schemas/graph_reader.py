@@ -39,6 +39,7 @@ from tcmp.schemas.graph import (
     parse_input_edge,
 )
 from tcmp.schemas.graph_lines import line_view
+from tcmp.schemas.graph_subgraphs import SUBGRAPH_ATTR_KEYS, SUBGRAPH_ATTRS
 from tcmp.schemas.graph_text import FIELD_CODES, ROOT, NotLineShaped, int_value, string_value
 from tcmp.schemas.graph_tokens import token_view
 from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES, refusal
@@ -101,7 +102,7 @@ class _Refused(Exception):
 
 _DATA_TYPES = {name.encode(): value.number for name, value in GE_IR_DATA_TYPE.values_by_name.items()}
 _INT32 = range(-(2**31), 2**31)
-_OP_ATTRS = frozenset(k.encode() for k in (ORIGINAL_OP_NAMES_ATTR, *STACK_INFO_ATTRS))
+_OP_ATTRS = frozenset(k.encode() for k in (ORIGINAL_OP_NAMES_ATTR, *STACK_INFO_ATTRS, *SUBGRAPH_ATTR_KEYS))
 _DESC_ATTRS = frozenset(k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR))
 # The attributes whose values are part of the op structure: an unreadable one refuses the file.
 _STRUCTURAL_ATTRS = frozenset(
@@ -113,12 +114,14 @@ _FX_TENSOR_NAME_ATTR_KEY, _ORIGIN_NAME_ATTR_KEY, _ORIGIN_OUTPUT_INDEX_ATTR_KEY, 
     ORIGINAL_OP_NAMES_ATTR.encode(),
 )  # fmt: skip
 _STACK_INFO_KEYS = tuple(key.encode() for key in STACK_INFO_ATTRS)
+_SUBGRAPH_ATTR_KEYS = {op_type.encode(): tuple(k.encode() for k in keys) for op_type, keys in SUBGRAPH_ATTRS.items()}
 # Field name codes (graph_text.FIELD_CODES).
 _OP, _NAME, _GRAPH, _TYPE, _INPUT, _ATTR, _OUTPUT_DESC, _KEY, _VALUE, _DTYPE, _SHAPE, _LAYOUT, _DIM, _LIST, _S, _I = (
     FIELD_CODES[name]
     for name in (b"op", b"name", b"graph", b"type", b"input", b"attr", b"output_desc", b"key", b"value", b"dtype",
                  b"shape", b"layout", b"dim", b"list", b"s", b"i")
 )  # fmt: skip
+_SUBGRAPH_NAME, _FUNC, _NA = FIELD_CODES[b"subgraph_name"], FIELD_CODES[b"func"], FIELD_CODES[b"na"]
 # The members of AttrDef's `value` oneof: the last one given is the attribute's value.
 _ATTR_VALUE_MEMBERS = frozenset(
     FIELD_CODES[name]
@@ -132,7 +135,8 @@ def _text(raw: bytes) -> str:
 
 
 class GraphTextReader:
-    """What the fields of a GraphDef (or of a ModelDef's first graph) mean for tcmp: the op records.
+    """What the fields of a GraphDef (or of every graph of a ModelDef: the root, then its subgraphs) mean for tcmp:
+    the op records.
 
     Mirrors protobuf's semantics where protobuf accepts the text: repeated fields append in order, a scalar given
     twice keeps the last value, map entries are looked up by key (the last entry of a key wins), and AttrDef's
@@ -173,26 +177,41 @@ class GraphTextReader:
         view = self.view
         self._require_intact(ROOT, 0, "the file")
         entries = list(view.entries(ROOT))
-        if not any(code == _OP for code, *_ in entries):
-            graphs = [(payload, offset) for code, is_block, payload, offset in entries if code == _GRAPH and is_block]
-            if graphs:  # a ModelDef (GE's own dumps): graph[0] is the main graph
-                if len(graphs) > 1:
-                    self._notes.append(f"the file holds {len(graphs)} graphs (a GE ModelDef); read the first")
-                self._require_intact(graphs[0][0], graphs[0][1], "the graph block")
-                entries = list(view.entries(graphs[0][0]))
+        if any(code == _OP for code, *_ in entries):  # a GraphDef (torchair's)
+            name, ops = self._graph(entries, None, 0)
+            return name, tuple(ops)
+        # a ModelDef (GE's own dumps): graph[0] is the root graph, the others its subgraphs
+        name, ops = "", []
+        blocks = [(payload, offset) for code, is_block, payload, offset in entries if code == _GRAPH and is_block]
+        for k, (block, offset) in enumerate(blocks):
+            self._require_intact(block, offset, "the graph block")
+            graph_entries = list(view.entries(block))
+            graph_name, graph_ops = self._graph(graph_entries, None if k == 0 else "", len(ops))
+            if k == 0:
+                name = graph_name
+            ops.extend(graph_ops)
+        if not blocks:
+            name, _ = self._graph(entries, None, 0)
+        return name, tuple(ops)
+
+    def _graph(self, entries, subgraph: Optional[str], first: int) -> tuple[str, list[GraphOp]]:
+        """One graph block's name and ops; `subgraph` None for the root graph, else its ops are marked with the
+        block's name (read first: protobuf allows it after the ops)."""
         name = ""
+        for code, is_block, payload, offset in entries:
+            if code == _NAME and not is_block:
+                value = string_value(payload)
+                if value is None:
+                    self._note(offset, "graph name is not a string; left empty")
+                name = _text(value) if value is not None else ""
+        within = None if subgraph is None else name
         ops: list[GraphOp] = []
         for code, is_block, payload, offset in entries:
             if code == _OP:
                 if not is_block:
                     raise _Refused(offset, "`op` is not a block")
-                ops.append(self._op(payload, offset, len(ops)))
-            elif code == _NAME and not is_block:
-                value = string_value(payload)
-                if value is None:
-                    self._note(offset, "graph name is not a string; left empty")
-                name = _text(value) if value is not None else ""
-        return name, tuple(ops)
+                ops.append(self._op(payload, offset, first + len(ops), within))
+        return name, ops
 
     # --- op level
 
@@ -202,15 +221,20 @@ class GraphTextReader:
             raise _Refused(offset, f"{what} is not a string")
         return _text(value)
 
-    def _op(self, block, offset: int, order: int) -> GraphOp:
+    def _op(self, block, offset: int, order: int, subgraph: Optional[str]) -> GraphOp:
         self._require_intact(block, offset, "op block")
         name = op_type = ""
         inputs: list[InputEdge] = []
         control_inputs: list[str] = []
         outputs: list[OutputDesc] = []
         attrs: dict[bytes, tuple] = {}
+        subgraphs: list[str] = []
         for code, is_block, payload, at in self.view.entries(block):
-            if code == _INPUT:
+            if code == _SUBGRAPH_NAME:
+                named = self._string(is_block, payload, at, "op subgraph_name")
+                if named:  # GE skips empty names when it reads the field back
+                    subgraphs.append(named)
+            elif code == _INPUT:
                 text = self._string(is_block, payload, at, "op input")
                 if not text:
                     continue  # an absent optional input keeps its slot in GE IR but is not an edge
@@ -238,7 +262,36 @@ class GraphTextReader:
             outputs=tuple(outputs),
             original_op_names=self._attr_strings(attrs, _ORIGINAL_OP_NAMES_ATTR_KEY, structural=True),
             stack_info=self._stack_info(attrs),
+            subgraph=subgraph,
+            subgraphs=tuple(subgraphs) if subgraphs else self._function_attrs(op_type, attrs),
         )
+
+    def _function_attrs(self, op_type: str, attrs: dict) -> tuple[str, ...]:
+        """The subgraphs an op names in function attributes (`func { name }`, `list { na { name } }`), when its
+        `subgraph_name` field names none."""
+        found: list[str] = []
+        for key in _SUBGRAPH_ATTR_KEYS.get(op_type.encode(), ()):
+            member = self._member(attrs, key)
+            if member is None or not member[1] or member[0] not in (_FUNC, _LIST):
+                continue
+            functions = [member[2]] if member[0] == _FUNC else [
+                item for code, nested, item, _ in self.view.entries(member[2]) if code == _NA and nested
+            ]  # fmt: skip
+            for function in functions:
+                if self.view.damage(function) is not None:
+                    self._note(member[3], f"attribute {_text(key)}: a function that does not parse; ignored")
+                    continue
+                names = [(nested, payload, at) for code, nested, payload, at in self.view.entries(function)
+                         if code == _NAME]  # fmt: skip
+                if not names:
+                    continue
+                nested, payload, at = names[-1]  # a scalar given twice keeps the last value
+                value = None if nested else string_value(payload)
+                if value is None:
+                    self._note(at, f"attribute {_text(key)}: function name is not a string; ignored")
+                elif value:
+                    found.append(_text(value))
+        return tuple(found)
 
     def _stack_info(self, attrs: dict) -> Optional[str]:
         if not attrs:

@@ -106,7 +106,7 @@ def int_value(text: bytes) -> Optional[int]:
 FIELD_NAMES = (
     "op", "name", "graph", "type", "input", "attr", "output_desc", "key", "value", "dtype", "shape", "layout", "dim",
     "list", "s", "i", "f", "b", "bt", "func", "td", "t", "g", "list_list_int", "dt", "list_list_float",
-    "expression",
+    "expression", "subgraph_name", "na",
 )  # fmt: skip
 FIELD_CODES = {name.encode(): code for code, name in enumerate(FIELD_NAMES, start=1)}
 

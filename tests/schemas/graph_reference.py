@@ -19,23 +19,45 @@ from tcmp.schemas.graph import (
     OutputDesc,
     parse_input_edge,
 )
+from tcmp.schemas.graph_subgraphs import SUBGRAPH_ATTRS
 from tcmp.schemas.proto import GraphDef, ModelDef
 
 
 def reference_records(text: str) -> tuple[str, tuple[GraphOp, ...]]:
-    """(graph name, op records) as protobuf's text_format reads `text`: a GraphDef, or a ModelDef's first graph
-    when the top level holds `graph` blocks and no `op`. Raises text_format.ParseError where protobuf refuses."""
+    """(graph name, op records) as protobuf's text_format reads `text`: a GraphDef, or every graph of a ModelDef
+    (the root graph's ops, then each subgraph's, marked with its name) when the top level holds no `op`. Raises
+    text_format.ParseError where protobuf refuses."""
     graph_def = GraphDef()
     text_format.Parse(text, graph_def, allow_unknown_field=True, allow_unknown_extension=True)
-    if not graph_def.op:
-        model_def = ModelDef()
-        text_format.Parse(text, model_def, allow_unknown_field=True, allow_unknown_extension=True)
-        if model_def.graph:
-            graph_def = model_def.graph[0]
-    return graph_def.name, tuple(_graph_op(order, op_def) for order, op_def in enumerate(graph_def.op))
+    if graph_def.op:
+        return graph_def.name, tuple(_graph_op(order, op_def, None) for order, op_def in enumerate(graph_def.op))
+    model_def = ModelDef()
+    text_format.Parse(text, model_def, allow_unknown_field=True, allow_unknown_extension=True)
+    if not model_def.graph:
+        return graph_def.name, ()
+    ops = []
+    for k, graph in enumerate(model_def.graph):
+        for op_def in graph.op:
+            ops.append(_graph_op(len(ops), op_def, None if k == 0 else graph.name))
+    return model_def.graph[0].name, tuple(ops)
 
 
-def _graph_op(order: int, op_def) -> GraphOp:
+def _subgraphs(op_def) -> tuple[str, ...]:
+    named = tuple(name for name in op_def.subgraph_name if name)
+    if named:
+        return named
+    found: list[str] = []
+    for key in SUBGRAPH_ATTRS.get(op_def.type, ()):
+        if key not in op_def.attr:
+            continue
+        value = op_def.attr[key]
+        which = value.WhichOneof("value")
+        functions = [value.func] if which == "func" else list(value.list.na) if which == "list" else []
+        found.extend(f.name for f in functions if f.name)
+    return tuple(found)
+
+
+def _graph_op(order: int, op_def, subgraph) -> GraphOp:
     inputs: list[InputEdge] = []
     control_inputs: list[str] = []
     for text in op_def.input:
@@ -72,6 +94,8 @@ def _graph_op(order: int, op_def) -> GraphOp:
         ),
         original_op_names=_attr_strings(op_def.attr, ORIGINAL_OP_NAMES_ATTR),
         stack_info=stack,
+        subgraph=subgraph,
+        subgraphs=_subgraphs(op_def),
     )
 
 

@@ -59,6 +59,11 @@ def _attr_value(draw, attr, depth: int = 0) -> None:
         attr.list.i.extend(draw(st.lists(_INT64, max_size=3)))
         attr.list.b.extend(draw(st.lists(st.booleans(), max_size=2)))
         attr.list.val_type = draw(st.sampled_from([v.number for v in _LIST_TYPES.values]))
+        if depth < 2:
+            for name in draw(st.lists(_NAMES, max_size=2)):  # `Case`'s branches: a list of functions
+                function = attr.list.na.add(name=name)
+                for key in draw(st.lists(_NAMES, max_size=1)):
+                    draw(_attr_value(function.attr[key], depth + 1))
     elif kind == "td" and depth < 2:
         draw(_tensor_desc(attr.td, depth + 1))
     elif kind == "func" and depth < 2:
@@ -88,12 +93,16 @@ def _tensor_desc(draw, desc, depth: int = 0) -> None:
     draw(_attrs(desc.attr, depth + 1))
 
 
+_OP_TYPES = st.one_of(_NAMES, st.sampled_from(["PartitionedCall", "If", "While", "Case", "StatelessIf"]))
+
+
 @st.composite
 def graph_defs(draw) -> GraphDef:
     graph = GraphDef(name=draw(_NAMES))
     graph.input.extend(draw(st.lists(_NAMES, max_size=2)))
     for _ in range(draw(st.integers(0, 5))):
-        op = graph.op.add(name=draw(_NAMES), type=draw(_NAMES))
+        op = graph.op.add(name=draw(_NAMES), type=draw(_OP_TYPES))
+        op.subgraph_name.extend(draw(st.lists(st.one_of(st.just(""), _NAMES), max_size=2)))
         op.input.extend(
             draw(st.lists(st.one_of(st.just(""), _NAMES, st.builds("{}:{}".format, _NAMES, st.integers(-1, 3))),
                           max_size=4))
@@ -108,7 +117,7 @@ def graph_defs(draw) -> GraphDef:
     return graph
 
 
-def _printed(graph: GraphDef, how: str) -> str:
+def _printed(graph, how: str) -> str:
     if how == "upb":
         return str(graph)  # the C printer of the default backend: map entries in insertion order
     options = {
@@ -138,13 +147,14 @@ def test_records_equal_protobufs_on_every_printed_form(graph: GraphDef, how: str
 
 
 @_SETTINGS
-@given(graph=graph_defs(), how=st.sampled_from(["python", "upb"]))
-def test_a_model_def_reads_as_its_first_graph(graph: GraphDef, how: str) -> None:
+@given(graphs=st.lists(graph_defs(), min_size=1, max_size=3), how=_HOW)
+def test_a_model_def_reads_as_all_its_graphs(graphs: list, how: str) -> None:
+    """GE's ModelDef dumps: the root graph, then its subgraphs, each op marked with the subgraph it is in."""
     model = ModelDef(name="m")
-    model.graph.add().CopyFrom(graph)
-    model.graph.add(name="second")
-    text = str(model) if how == "upb" else text_format.MessageToString(model)
-    _assert_same_records(text)
+    for graph in graphs:
+        model.graph.add().CopyFrom(graph)
+    model.graph.add(name="empty")
+    _assert_same_records(_printed(model, how))
 
 
 @_SETTINGS

@@ -42,6 +42,7 @@ from tcmp.schemas.index import (
 )
 from tcmp.schemas.synth.graph_writer import GraphOpSpec, OutputSpec, graph_file_name, write_graph
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
+from tcmp.schemas.synth.subgraph_model import subgraph_model_text
 
 GE_DIR = "msprobe_ge_dump/worldsize1_global_rank0/20261129083000/0/graph_1_0/1/0"
 FX_DIR = "msprobe_fx_dump/worldsize1_global_rank0/gm_20261129083000000000_dump/0"
@@ -190,6 +191,20 @@ def test_graph_is_served_only_while_the_file_is_unchanged_or_gone(root):
         path.unlink()  # gone: the stored parse is all there is
         assert reader.graph(path) == graph
         assert reader.graph(root / "dynamo_original_graph_9_rank_0_pid_1_ts_1.txt") is None
+
+
+def test_a_graph_with_subgraphs_is_not_served_without_them(root):
+    """The index has no column for an op's subgraph: such a graph is left out, so the compare parses its file
+    (a stored root graph alone would bind nothing of a model whose compute lives in subgraphs)."""
+    path = root / "dynamo_original_graph_1_rank_0_pid_1_ts_1.txt"
+    path.write_text(subgraph_model_text())
+    graph = read_graph(path)
+    assert graph.has_subgraphs
+    with IndexWriter(default_index_path(root)) as writer:
+        writer.add_root(root)
+        writer.write([GraphRow(GraphFile(path, _graph_name(path)), _key(path), graph)])
+    with open_index(root) as reader:
+        assert reader.graph(path) is None
 
 
 def _graph_name(path: Path):

@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from . import dump_scope, evaluate, fx_files, ge_dump, ge_graph, ge_interp, truth
+from . import dump_scope, evaluate, fx_files, ge_dump, ge_graph, ge_interp, graph_count, truth
 from .versions import version as version_of
 
 # The targets torchair 2.14's pattern replacements create (patterns/*.py, replace_fn): a node of one of them in the
@@ -100,6 +100,7 @@ def judge_model(key: str, model_dir: Path, ir, tcmp: Path, rank_dirs: bool) -> e
     if not drift <= EAGER_TOLERANCE:
         raise ge_dump.HarnessError(f"the GE run's outputs differ from eager torch by {drift:.3g} (relative)")
     _check_fusions(key, record)
+    graph_count.check_graph_counts(model_dir, ir)  # tcmp's reader = torchair's protobuf, subgraphs included
     ge_root = model_dir / "ge"
     for where in (ge_root, ge_root / ge_dump.GE_DUMP_DIR):  # a previous GE side, or tcmp's graph cache
         for stale in where.iterdir() if where.is_dir() else ():

@@ -312,6 +312,29 @@ def _custom_tuple_list(m, x):
     return scaled + 1.0, lo * hi
 
 
+def _cond_branches(m, x):
+    def then_branch(x):
+        return torch.relu(x * 2.0) + 1.0
+
+    def else_branch(x):
+        return torch.sigmoid(x) - 1.0
+
+    return torch.cond(x.sum() > 0, then_branch, else_branch, (x,)) * 3.0
+
+
+def _while_loop(m, x, i):
+    def cond_fn(i, x):
+        return i < 3
+
+    def body_fn(i, x):
+        return i + 1, torch.tanh(x * 1.5) + 0.5
+
+    from torch._higher_order_ops.while_loop import while_loop
+
+    _, out = while_loop(cond_fn, body_fn, (i, x))
+    return out * 2.0
+
+
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -340,6 +363,19 @@ _SCOPE_WHY = (
 )
 
 _CAST_FUSED = "npu.npu_add_rms_norm_cast.default"
+# torchair 2.5.1 and 2.14.0 have no converter for the control-flow higher-order operators (no `cond`/`while_loop`
+# in `_ge_concrete_graph/ge_converter/`): both runs are n/a until a torchair that converts them
+_NO_CONTROL_FLOW_CONVERTER = (2, 15)
+_NO_COND_WHY = (
+    "torchair converts no torch.cond (2.14.0: RuntimeError: Failed to auto-generated converter for cond to AscendIR: "
+    "cond is not an instance of OpOverload and does not support auto-generate converter; 2.5.1: RuntimeError: "
+    "Unsupported torch op cond by ge)"
+)
+_NO_WHILE_WHY = (
+    "torchair converts no while_loop (2.14.0: RuntimeError: Failed to auto-generated converter for while_loop to "
+    "AscendIR: while_loop is not an instance of OpOverload and does not support auto-generate converter; 2.5.1: "
+    "RuntimeError: Unsupported torch op while_loop by ge)"
+)
 
 
 def catalogue() -> tuple[CatalogueModel, ...]:
@@ -528,6 +564,24 @@ def catalogue() -> tuple[CatalogueModel, ...]:
             lambda: _Fn(_read_twice),
             lambda g, s: (_randn(g, 4, 8),),
             fault_op_types=("Sigmoid",),
+        ),
+        CatalogueModel(
+            "cond_branches",
+            "torch.cond: GE If with then/else subgraphs; a step of each sign takes each branch",
+            lambda: _Fn(_cond_branches),
+            lambda g, s: (_randn(g, 4, 8).abs() * (1 if s == 0 else -1),),
+            fault_op_types=("Relu", "Sigmoid"),
+            min_version=_NO_CONTROL_FLOW_CONVERTER,
+            min_version_why=_NO_COND_WHY,
+        ),
+        CatalogueModel(
+            "while_loop",
+            "torch while_loop: GE While with cond/body subgraphs; the body runs 3 times a step",
+            lambda: _Fn(_while_loop),
+            lambda g, s: (_randn(g, 4, 8), torch.zeros((), dtype=torch.int64)),
+            fault_op_types=("Tanh",),
+            min_version=_NO_CONTROL_FLOW_CONVERTER,
+            min_version_why=_NO_WHILE_WHY,
         ),
         CatalogueModel(
             "returns_input",

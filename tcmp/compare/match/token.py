@@ -23,6 +23,7 @@ from typing import Optional, Union
 import numpy as np
 
 from tcmp.compare.collect.fusion import GraphView, NameSplitter
+from tcmp.compare.match.branches import has_branches, mark_branches_not_taken
 from tcmp.compare.match.context import (
     SELF_CHECK_TYPES,
     MatchResult,
@@ -326,6 +327,8 @@ def match_token(
         )
     if ge_matcher is not None:
         result.golden_reasons.update(ge_matcher.leftovers(result.used_golden))
+    if view is not None and has_branches(view):
+        mark_branches_not_taken(result, view, token, target, golden_ge, golden_calls, golden_files)
     return result
 
 

@@ -30,7 +30,7 @@ _KIND_ADVICE = {
     UnmatchedKind.BY_DESIGN.value: "nothing to pair them with exists (fused-op members, FX input copies, arguments, "
     "torchair's own passes)",
     UnmatchedKind.OUT_OF_SCOPE.value: "their token, rank, run or graph is not in the other dump, or GE was not told "
-    "to dump them (dump_layer)",
+    "to dump them (dump_layer), or their branch did not run there",
     UnmatchedKind.NO_PARTNER.value: "a partner should exist and was not found: look at these",
     UnmatchedKind.UNREADABLE.value: "their file or name could not be read",
 }

@@ -161,7 +161,8 @@ def tensor_rows(file_id: int, tensors: Sequence[TensorSummary]) -> Iterator[tupl
 
 
 def graph_op_row(file_id: int, op: GraphOp) -> tuple:
-    order, name, op_type, inputs, control, outputs, originals, stack = op.as_fields()
+    # (schema 4 has no columns for an op's subgraph fields: a graph with subgraphs is not stored, see the writer)
+    order, name, op_type, inputs, control, outputs, originals, stack, _, _ = op.as_fields()
     return (file_id, order, name, op_type, *map(json.dumps, (inputs, control, outputs, originals)), stack)
 
 

@@ -263,6 +263,10 @@ class IndexWriter:
             (row for r in summaries for row in tensor_rows(ids[str(r.file.path)], r.summary.tensors)),
         )
         for record in graphs:
+            if record.graph.has_subgraphs:
+                # graph_ops has no place for an op's subgraph: such a graph is parsed from its file by the
+                # compare (and kept in the graph cache), never served from here without its subgraphs
+                continue
             file_id = ids[str(record.file.path)]
             cur.execute(
                 "INSERT INTO graphs (file_id, name, warnings, op_count) VALUES (?, ?, ?, ?)",
