@@ -37,6 +37,11 @@ from . import fx_record, source_lines, torch_compat
 from .versions import version as version_of
 
 MODES = ("ge", "fx")
+# aclgraph dump runs: run name -> (torchair mode, dump_config.data_dump_stage); each its own directory OUT/<model>/<run>
+ACL_RUNS = {
+    "ro_original": ("reduce-overhead", "original"),
+    "ro_optimized": ("reduce-overhead", "optimized"),
+}
 
 
 def _set_option(config, path: str, value) -> None:
@@ -111,6 +116,14 @@ def _run(model, mode: str, model_dir: Path) -> dict:
     if mode == "fx":
         config.debug.data_dump.type = "npy"
         backend = torchair.get_npu_backend(compiler_config=config)
+    elif mode in ACL_RUNS:
+        # as a user does (torchair's dump_config, configs/dump_config.py): torchair's own passes insert the
+        # save_npugraph_tensor calls; the dump lands in dump_path/worldsize1_global_rank0/
+        config.mode, stage = ACL_RUNS[mode]
+        config.dump_config.enable_dump = True
+        config.dump_config.dump_path = str(work)
+        config.dump_config.data_dump_stage = stage
+        backend = torchair.get_npu_backend(compiler_config=config)
     else:
         # as a user does: tcmp's capture helpers switch the GE dump and the graph dump on (in ge/msprobe_ge_dump;
         # torchair before 2025-05 puts the graph files in the working directory, ge/) and record the FX stacks
@@ -130,7 +143,12 @@ def _run(model, mode: str, model_dir: Path) -> dict:
             if step == 0 and mode == "ge":
                 eager_calls = source_lines.eager_calls(module, inputs)
             diffs.append(_max_rel_diff(got, module(*inputs)))
-    graphs = fx_record.captured_graphs() if mode == "fx" else fx_record.converted_graphs()
+    if mode == "fx":
+        graphs = fx_record.captured_graphs()
+    elif mode in ACL_RUNS:
+        graphs = fx_record.aclgraph_graphs()
+    else:
+        graphs = fx_record.converted_graphs()
     return {"ok": True, "max_rel_diff_to_eager": max(diffs), "fx_graphs": graphs, "eager_calls": eager_calls}
 
 
@@ -153,10 +171,10 @@ def _child(model, mode: str, model_dir: Path) -> None:
         os._exit(code)
 
 
-def _run_all(models, out: Path, jobs: int) -> dict:
+def _run_all(models, out: Path, jobs: int, acl_runs=()) -> dict:
     # every conversion run before any FX run: a model's FX dump is younger than its GE side, as when a user (or
-    # msprobe) dumps GE first, and the two runs of a model never overlap
-    pending = [(m, mode) for mode in MODES for m in models]
+    # msprobe) dumps GE first, and the two runs of a model never overlap; the aclgraph runs come last
+    pending = [(m, mode) for mode in (*MODES, *acl_runs) for m in models]
     running: dict[int, tuple] = {}
     results: dict = {}
     while pending or running:
@@ -199,7 +217,7 @@ def main(argv=None) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "catalogue.json").write_text(json.dumps({"models": [m.name for m in models], "skipped": skipped}))
-    results = _run_all(models, out, args.jobs)
+    results = _run_all(models, out, args.jobs, torchair_version.aclgraph_runs)
     for model in models:
         ge, fx = results[(model.name, "ge")], results[(model.name, "fx")]
         record = {
@@ -214,6 +232,8 @@ def main(argv=None) -> int:
             "fx_graphs_captured": fx.get("fx_graphs", {}),
             "fx_graphs_converted": ge.get("fx_graphs", {}),
             "eager_calls": ge.get("eager_calls", []),
+            # per aclgraph run: what it did and torchair's graphs holding the save calls (fx_record.aclgraph_graphs)
+            "acl_runs": {run: results[(model.name, run)] for run in torchair_version.aclgraph_runs},
         }
         (out / model.name / "capture.json").write_text(json.dumps(record, indent=1))
     return 0 if all(r["ok"] for r in results.values()) else 1

@@ -18,6 +18,9 @@ class TorchairVersion:
     ge_rank_dirs: bool  # GE dumps under worldsize{W}_global_rank{R}/ (torchair >= 2025-08)
     torch_shims: tuple[str, ...] = ()  # harness/torch_compat.py: what an older torchair needs of a newer torch
     pip_extra: tuple[str, ...] = ()  # extra requirements of this torchair, installed into the shared venv
+    # the aclgraph dump runs (harness/capture.py ACL_RUNS) this torchair has: reduce-overhead with
+    # dump_config.enable_dump and data_dump_stage (torchair >= 2025-10; 2.5.1 has neither the stage nor the op)
+    aclgraph_runs: tuple[str, ...] = ()
 
 
 VERSIONS = (
@@ -27,6 +30,7 @@ VERSIONS = (
         wheel_built="2025-10",
         torch_wanted="2.14.0",
         ge_rank_dirs=True,
+        aclgraph_runs=("ro_original", "ro_optimized"),
     ),
     TorchairVersion(
         key="2.5.1",
