@@ -31,9 +31,9 @@ import traceback
 from pathlib import Path
 
 import torch
-import torch_npu  # noqa: F401 — the stand-in; must be imported before torchair, as torch_npu is
+import torch_npu  # the stand-in; must be imported before torchair, as torch_npu is
 
-from . import fx_record, source_lines, torch_compat
+from . import acl_side, fx_record, source_lines, torch_compat
 from .versions import version as version_of
 
 MODES = ("ge", "fx")
@@ -135,11 +135,14 @@ def _run(model, mode: str, model_dir: Path) -> dict:
         _register_patterns_of(model.patterns_of_mode)
     module = model.build().eval()
     compiled = torch.compile(module, backend=backend, dynamic=model.dynamic, fullgraph=True)
-    diffs, eager_calls = [], []
+    diffs, eager_calls, writes = [], [], []
     with torch.no_grad():
         for step in range(model.steps):
             inputs = model.inputs(step)
             got = compiled(*inputs)
+            if mode in ACL_RUNS:  # the files this step's saves wrote (a later step may write over one)
+                writes.append(sorted({os.path.relpath(p, work) for p in torch_npu._save_op.WRITTEN}))
+                torch_npu._save_op.WRITTEN.clear()
             if step == 0 and mode == "ge":
                 eager_calls = source_lines.eager_calls(module, inputs)
             diffs.append(_max_rel_diff(got, module(*inputs)))
@@ -149,7 +152,10 @@ def _run(model, mode: str, model_dir: Path) -> dict:
         graphs = fx_record.aclgraph_graphs()
     else:
         graphs = fx_record.converted_graphs()
-    return {"ok": True, "max_rel_diff_to_eager": max(diffs), "fx_graphs": graphs, "eager_calls": eager_calls}
+    result = {"ok": True, "max_rel_diff_to_eager": max(diffs), "fx_graphs": graphs, "eager_calls": eager_calls}
+    if mode in ACL_RUNS:
+        result["writes"] = writes
+    return result
 
 
 def _child(model, mode: str, model_dir: Path) -> None:
@@ -235,6 +241,8 @@ def main(argv=None) -> int:
             # per aclgraph run: what it did and torchair's graphs holding the save calls (fx_record.aclgraph_graphs)
             "acl_runs": {run: results[(model.name, run)] for run in torchair_version.aclgraph_runs},
         }
+        # the fault and the truth of each aclgraph run's files (read with torch here; judged in tcmp's venv)
+        record["acl_truth"] = acl_side.prepare_model(out / model.name, record["acl_runs"])
         (out / model.name / "capture.json").write_text(json.dumps(record, indent=1))
     return 0 if all(r["ok"] for r in results.values()) else 1
 

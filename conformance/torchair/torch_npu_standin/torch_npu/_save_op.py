@@ -64,6 +64,9 @@ def _wheel_namespace():
 
 _wheel = _wheel_namespace()
 DEVICE_INDEX = 0  # torch.npu.current_device() of the stand-in
+# every file written, in order (the harness notes per step which files a step wrote: the truth of which step a
+# file holds when a later save writes over it)
+WRITTEN: list = []
 
 
 def _buffer_spec(tensor: torch.Tensor):
@@ -79,6 +82,7 @@ def _host_function(inputs, final_path):
     def run():
         spec = [_buffer_spec(t) for t in inputs] if isinstance(inputs, (list, tuple)) else _buffer_spec(inputs)
         _wheel["_save_callback_pending"](spec, final_path)
+        WRITTEN.append(final_path)
 
     return run
 
