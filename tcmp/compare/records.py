@@ -60,7 +60,7 @@ class TensorRef:
     def label(self) -> str:
         """The report's "real data name": the GE file and tensor, or the FX file name."""
         name = self.files[0].path.name
-        if self.files[0].kind in (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY):
+        if self.files[0].kind in (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY, FileKind.ACL_PT):
             return name if self.element is None else f"{name}[{self.element}]"
         slices = f" (+{len(self.files) - 1} FFTS+ slices)" if len(self.files) > 1 else ""
         return f"{name} {self.io.value} {self.index}{slices}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from tcmp.schemas import SLOTS
+from tcmp.schemas.acl_dump import ACL_MODEL, AclFileName, acl_rank, parse_acl_file_name, shared_counters
 from tcmp.schemas.dump_places import FX_WRAPPER_DIRS, RANK_DIR, fx_place, ge_place
 from tcmp.schemas.dump_records import Side
 from tcmp.schemas.dump_tree import (
@@ -46,6 +47,10 @@ class DumpTree:
     @property
     def fx_files(self) -> tuple[DumpFile, ...]:
         return tuple(f for f in self.files if f.side is Side.FX)
+
+    @property
+    def acl_files(self) -> tuple[DumpFile, ...]:
+        return tuple(f for f in self.files if f.side is Side.ACL)
 
     @property
     def ranks(self) -> tuple[Optional[int], ...]:
@@ -152,15 +157,27 @@ def _unusable_entry(root: Path, path: Path, entry: os.DirEntry) -> Optional[Unre
 
 
 def scan_directory(
-    root: Union[str, Path], directory: Path, *, side: Optional[Side] = None, fx_token_base: Optional[int] = None
+    root: Union[str, Path],
+    directory: Path,
+    *,
+    side: Optional[Side] = None,
+    fx_token_base: Optional[int] = None,
+    token: Optional[int] = None,
 ) -> DirectoryScan:
     """The dump files (of `side`, or both sides) of one directory of the tree under `root` (a `DumpDir` of
     `outline`), read from their names, and those that cannot be used (the directory itself, when it cannot be
-    listed any more)."""
+    listed any more).
+
+    An aclgraph directory holds every token: with `token` (its `DumpDir`'s), only that token's files, less those of
+    nodes whose save counter is shared (`acl_dump.SharedCounter`); its unusable files are the outline's problems."""
     entries = _list_files(directory)
     if isinstance(entries, Unrecognized):
         return DirectoryScan((), (entries,))
-    return _scan_entries(Path(os.path.realpath(root)), directory, entries, fx_token_base, side)
+    scan = _scan_entries(Path(os.path.realpath(root)), directory, entries, fx_token_base, side)
+    if side is not Side.ACL or token is None:
+        return scan
+    shared = shared_counters([f.name for f in scan.files if isinstance(f.name, AclFileName)])
+    return DirectoryScan(tuple(f for f in scan.files if f.token == token and f.op_name not in shared), ())
 
 
 def dump_names(directory: Path, side: Side) -> Iterator[tuple[str, Optional[str]]]:
@@ -173,6 +190,9 @@ def dump_names(directory: Path, side: Side) -> Iterator[tuple[str, Optional[str]
         if kind is None or kind is FileKind.GRAPH or _side_of(kind) is not side:
             continue
         try:
+            if side is Side.ACL:
+                yield parse_acl_file_name(entry.name).node, None
+                continue
             if side is Side.FX:
                 fx = parse_fx_file_name(entry.name)
                 yield fx.node, fx.target
@@ -233,6 +253,8 @@ def _root_of(d: DumpDir, top: Path) -> Optional[Path]:
     FX `data_dump/`; never above `top`, the path given. None when the directory's path is not a dump's."""
     if d.side is Side.GE and d.model is None:
         return None  # GE files outside {time}/{device}/{model}/{model_id}/{step}: listed where they are read
+    if d.side is Side.ACL:  # the files lie in the rank directory itself, below the dump path torchair was given
+        return d.path.parent if d.path != top and top in d.path.parents else top
     parts = d.path.parts
     depth = _ROOT_DEPTH[d.side]
     if parts[: len(top.parts)] != top.parts or len(parts) - depth <= len(top.parts):
@@ -260,7 +282,11 @@ def dump_roots(tree: DumpOutline) -> tuple[DumpTreeRoot, ...]:
 def _place_dir(
     side: Side, directory: Path, fx_token_base: Optional[int]
 ) -> Union[tuple[Optional[int], Optional[int], Optional[str], Optional[str]], str]:
-    """(rank, token, model, run) of a directory of `side`'s dump files, or why its FX files have no place."""
+    """(rank, token, model, run) of a directory of `side`'s dump files, or why its FX (aclgraph) files have no
+    place. An aclgraph directory holds every token (its files' save counters)."""
+    if side is Side.ACL:
+        rank = acl_rank(directory.parts)
+        return rank if isinstance(rank, str) else (rank, None, ACL_MODEL, None)
     if side is Side.GE:
         rank, step, model, run, _, _ = ge_place(directory.parts)
         return rank, step, model, run
@@ -275,6 +301,8 @@ _FX_KINDS = (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY)
 
 
 def _side_of(kind: FileKind) -> Side:
+    if kind is FileKind.ACL_PT:
+        return Side.ACL
     return Side.FX if kind in _FX_KINDS else Side.GE
 
 
@@ -304,11 +332,30 @@ def _outline_entries(
     dirs = []
     for side, side_kinds in kinds.items():
         place = _place_dir(side, directory, fx_token_base)
-        if isinstance(place, str):  # every FX file here is unplaced: listed one by one
+        if isinstance(place, str):  # every FX (aclgraph) file here is unplaced: listed one by one
             problems.extend(_scan_entries(root, directory, entries, fx_token_base, side).problems)
+            continue
+        if side is Side.ACL:
+            acl_dirs, acl_problems = _acl_token_dirs(root, directory, entries, place[0], frozenset(side_kinds))
+            dirs += acl_dirs
+            problems += acl_problems
             continue
         dirs.append(DumpDir(side, directory, *place, frozenset(side_kinds)))
     return dirs, graphs, problems
+
+
+def _acl_token_dirs(
+    root: Path, directory: Path, entries: list[os.DirEntry], rank: Optional[int], kinds: frozenset[FileKind]
+) -> tuple[list[DumpDir], list[Unrecognized]]:
+    """An aclgraph directory as one `DumpDir` per token (the save counters its names hold), and its unusable files:
+    names that do not parse, and every file of a node whose counter is shared (said once here, not per token)."""
+    scan = _scan_entries(root, directory, entries, None, Side.ACL)
+    names = [f.name for f in scan.files if isinstance(f.name, AclFileName)]
+    shared = shared_counters(names)
+    problems = list(scan.problems)
+    problems += (Unrecognized(f.path, shared[f.op_name].reason) for f in scan.files if f.op_name in shared)
+    tokens = sorted({n.counter for n in names if n.node not in shared})
+    return [DumpDir(Side.ACL, directory, rank, k, ACL_MODEL, None, kinds) for k in tokens], problems
 
 
 def outline(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> DumpOutline:
@@ -345,7 +392,7 @@ def discover(root: Union[str, Path], *, fx_token_base: Optional[int] = None) -> 
     files: list[DumpFile] = []
     problems = list(shape.problems)
     for d in shape.dirs:
-        scan = scan_directory(shape.root, d.path, side=d.side, fx_token_base=fx_token_base)
+        scan = scan_directory(shape.root, d.path, side=d.side, fx_token_base=fx_token_base, token=d.token)
         files += scan.files
         problems += scan.problems
     files.sort(key=lambda f: (f.side.value, str(f.path)))

@@ -15,6 +15,7 @@ class Side(str, enum.Enum):
     GE = "ge"
     FX = "fx"
     GRAPH = "graph"
+    ACL = "acl"  # aclgraph `.pt` dumps (reduce-overhead / npugraph_ex)
 
 
 class IO(str, enum.Enum):

@@ -1,6 +1,7 @@
 """One dump file: its kind from its name, and its record (side, rank, token, model, run, op) from its name and path.
 
-GE dumps lie under `msprobe_ge_dump/` or `msit_ge_dump/`, FX dumps under `msprobe_fx_dump/` or `msit_fx_dump/`;
+GE dumps lie under `msprobe_ge_dump/` or `msit_ge_dump/`, FX dumps under `msprobe_fx_dump/` or `msit_fx_dump/`,
+aclgraph `.pt` dumps in torchair's `worldsize{W}_global_rank{R}` directory (`tcmp.schemas.acl_dump`);
 where a path places a file is `tcmp.schemas.dump_places` (which declares the FX layout eras), walking a whole tree
 is `tcmp.schemas.dump_outline`. Nothing is dropped silently: a file whose name looks like a dump but does not
 parse, or a hashed name without a mapping row, is an `Unrecognized` with the reason.
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from tcmp.schemas import SLOTS
+from tcmp.schemas.acl_dump import ACL_MODEL, ACL_SUFFIX, AclFileName, acl_rank, parse_acl_file_name
 from tcmp.schemas.dump_places import fx_place, ge_place, rank_of
 from tcmp.schemas.dump_records import IO, Side
 from tcmp.schemas.errors import DumpError, NameParseError
@@ -48,11 +50,12 @@ class FileKind(str, enum.Enum):
     FX_NPY = "fx_npy"
     FX_MIN_MAX_NPY = "fx_min_max_npy"
     GRAPH = "graph"
+    ACL_PT = "acl_pt"  # a torch.save file of one FX node output (aclgraph)
 
 
 # the files that hold raw tensors (the others hold summaries or a graph): what a tensor-mode compare can read and
 # what `tcmp watch --drop-raw` may delete once summarized
-RAW_TENSOR_KINDS = frozenset({FileKind.GE_BINARY, FileKind.FX_NPY})
+RAW_TENSOR_KINDS = frozenset({FileKind.GE_BINARY, FileKind.FX_NPY, FileKind.ACL_PT})
 
 _GE_KINDS = {
     GeFileKind.BINARY: FileKind.GE_BINARY,
@@ -77,12 +80,12 @@ class DumpFile:
     token: Optional[int]
     model: Optional[str]  # GE model directory name / FX graph directory name
     run: Optional[str]
-    op_type: Optional[str]  # GE op type / FX target
-    op_name: str  # GE op name from the file name (sanitized) / FX node name
+    op_type: Optional[str]  # GE op type / FX target (None for aclgraph: its names do not say)
+    op_name: str  # GE op name from the file name (sanitized) / FX node name (FX, aclgraph)
     io: Optional[IO]
     index: Optional[int]
     timestamp: Optional[int]
-    name: Union[GeFileName, FxFileName, None]
+    name: Union[GeFileName, FxFileName, AclFileName, None]
     device: Optional[int] = None
     model_id: Optional[int] = None
 
@@ -162,10 +165,34 @@ def _fx_record(
     )
 
 
+def _acl_record(path: Path, parts: tuple[str, ...], name: AclFileName) -> Union[DumpFile, Unrecognized]:
+    rank = acl_rank(parts)
+    if isinstance(rank, str):
+        return Unrecognized(path, rank)
+    return DumpFile(
+        side=Side.ACL,
+        kind=FileKind.ACL_PT,
+        path=path,
+        rank=rank,
+        token=name.counter,
+        model=ACL_MODEL,
+        run=None,
+        op_type=None,
+        op_name=name.node,
+        io=IO.OUTPUT,
+        index=0,
+        timestamp=None,
+        name=name,
+        device=name.device,
+    )
+
+
 def classify_name(name: str) -> Optional[FileKind]:
     """The kind of dump file a name is (before parsing it), None for files that are not dumps."""
     if name == MAPPING_FILE or name.startswith("."):
         return None
+    if name.endswith(ACL_SUFFIX):
+        return FileKind.ACL_PT
     if parse_graph_file_name(name) is not None:
         return FileKind.GRAPH
     if name.endswith("_min_max.npy"):
@@ -212,6 +239,8 @@ def locate_classified(
     try:
         if kind is FileKind.GRAPH:
             return GraphFile(path, parse_graph_file_name(name))  # type: ignore[arg-type]
+        if kind is FileKind.ACL_PT:
+            return _acl_record(path, parts, parse_acl_file_name(name))
         if kind in (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY):
             return _fx_record(kind, path, parts, parse_fx_file_name(name), fx_token_base)
         if is_hashed_name(name):

@@ -21,6 +21,11 @@ MAX_TENSORS_PER_FILE = 16_384
 MAX_NPY_HEADER_BYTES = 64 << 10
 MAX_NPY_NDIM = 64  # numpy 2's own limit on an array's dims (NPY_MAXDIMS)
 
+# torch.save archives (`.pt`, aclgraph dumps): torch writes ~7 entries and a data.pkl of ~200 bytes per tensor
+MAX_TORCH_ZIP_ENTRIES = 65_536
+MAX_TORCH_ZIP_DIRECTORY_BYTES = 16 << 20  # the central directory, parsed in memory
+MAX_TORCH_PICKLE_BYTES = 8 << 20  # data.pkl, read whole and walked opcode by opcode
+
 # graph text files (`dynamo_original_graph_*.txt`): read whole and parsed in memory, at ~30x their size (peak RSS)
 MAX_GRAPH_TEXT_BYTES = 48 << 20
 

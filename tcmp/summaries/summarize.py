@@ -34,6 +34,7 @@ from tcmp.schemas.ge_dump import NOT_DUMPED, open_ge_dump
 from tcmp.schemas.ge_header import GeTensor
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.stats_files import SummaryTensor, read_fx_min_max_npy, read_ge_min_max_npz, read_stats_csv
+from tcmp.schemas.torch_save import read_torch_save
 from tcmp.summaries.moments import COMPILED, Engine, numpy_moments
 
 try:  # python-isal: the same CRC-32 as zlib, 5x faster
@@ -358,6 +359,17 @@ def _stacked_elements(array: np.ndarray, whole: Optional[Summary], engine: Engin
     return tuple(summarize(array[k], engine=engine) for k in range(array.shape[0]))
 
 
+def _acl(file: DumpFile, engine: Engine) -> FileSummary:
+    """An aclgraph `.pt`: its tensor (a saved list: each, as outputs 0, 1, …), dtype named as GE names it."""
+    saved = read_torch_save(file.path)
+    tensors = tuple(
+        TensorSummary(IO.OUTPUT, k, None, TensorKind.TENSOR, dtype_name(t.data_type), t.shape,
+                      summarize(t.values, engine=engine))
+        for k, t in enumerate(saved.tensors)
+    )  # fmt: skip
+    return FileSummary(file.path, file.op_name, None, tensors)
+
+
 def summarize_file(file: DumpFile, *, engine: Engine = COMPILED) -> FileSummary:
     """Summaries of every tensor of one dump file, whatever its kind (raises DumpError subclasses)."""
     if file.kind is FileKind.GE_BINARY:
@@ -371,4 +383,6 @@ def summarize_file(file: DumpFile, *, engine: Engine = COMPILED) -> FileSummary:
         return FileSummary(file.path, file.op_name, file.timestamp, tensors)
     if file.kind in (FileKind.FX_NPY, FileKind.FX_MIN_MAX_NPY):
         return _fx(file, engine)
+    if file.kind is FileKind.ACL_PT:
+        return _acl(file, engine)
     raise ValueError(f"{file.path}: a {file.kind.value} file holds no tensors")

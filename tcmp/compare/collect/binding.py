@@ -32,6 +32,7 @@ FX_DUPLICATE_SCORE = 0.9  # two directories this complete for one graph: two run
 class GoldenKind(str, enum.Enum):
     FX = "fx"
     GE = "ge"  # a GE dump taken with fusion switched off
+    ACL = "acl"  # an aclgraph dump (the other stage, another run) of an aclgraph target
 
 
 @dataclass(frozen=True)

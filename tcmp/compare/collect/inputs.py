@@ -25,6 +25,7 @@ from tcmp.compare.collect import guidance
 from tcmp.compare.collect.binding import BY_NAME_ONLY, Binder, Binding, GoldenKind, GraphCache, single_run
 from tcmp.compare.collect.sources import UNREADABLE_INDEX, DumpSource, by_model, unusable
 from tcmp.compare.records import CompareError, Role, Unmatched
+from tcmp.schemas.acl_dump import ACL_MODEL
 from tcmp.schemas.dump_outline import DumpDir, DumpOutline, dump_names, dump_roots, outline
 from tcmp.schemas.dump_records import Side
 from tcmp.schemas.dump_tree import GraphFile
@@ -69,11 +70,12 @@ def _with_index(tree: DumpOutline, db: Optional[Path], notes: list[str]) -> tupl
         if note not in notes:  # both trees' index, usually
             notes.append(note)
         return tree, None
-    on_disk = {(d.path, d.side): d for d in tree.dirs}
+    on_disk = {(d.path, d.side, d.token): d for d in tree.dirs}  # the token: an aclgraph directory holds every token
     dirs = {**on_disk}
     for d in indexed:
-        found = on_disk.get((d.path, d.side))
-        dirs[(d.path, d.side)] = d if found is None else replace(found, kinds=found.kinds | d.kinds, indexed=True)
+        found = on_disk.get((d.path, d.side, d.token))
+        dirs[(d.path, d.side, d.token)] = d if found is None else replace(found, kinds=found.kinds | d.kinds,
+                                                                          indexed=True)  # fmt: skip
     known_graphs = {g.path for g in tree.graphs}
     merged = DumpOutline(
         tree.root,
@@ -153,6 +155,9 @@ def collect(
         if len(roots) > 1:  # two dumps compared as one would pair each op with whichever came first
             raise CompareError(guidance.several_dumps(role, tree.root, roots), usage=True)
     target_ge = [d for d in target_tree.dirs if d.side is Side.GE]
+    target_acl = [d for d in target_tree.dirs if d.side is Side.ACL]
+    if target_acl and not _any_name_parses(target_ge):
+        return _collect_acl(target_tree, golden_tree, (target_source, golden_source), notes, rank, golden_run)
     kind = _golden_kind(target_tree, golden_tree, notes)
     graphs, searched = _graph_files(target_tree, graph, notes)
     originals = [g for g in graphs if g.name.kind is GraphKind.ORIGINAL]
@@ -217,6 +222,47 @@ def collect(
         target_source, golden_source, kind, tuple(bindings), tuple(binder.unmatched), tuple(binder.notes), in_scope,
         golden_fused=bool(swapped),
     )  # fmt: skip
+
+
+def _collect_acl(
+    target_tree: DumpOutline,
+    golden_tree: DumpOutline,
+    sources: tuple[DumpSource, DumpSource],
+    notes: list[str],
+    rank: Optional[int],
+    golden_run: Optional[str],
+) -> CompareInputs:
+    """`collect` for an aclgraph target: one binding per rank, its directories (every graph of the process saves
+    into one) with the golden's of that rank — an FX dump's graph directories (`--golden-run` picks one), or an
+    aclgraph dump's. There is no GE graph: pairing is by FX node name (`match.acl`)."""
+    golden_side = next((side for side in (Side.FX, Side.ACL)
+                        if _any_name_parses([d for d in golden_tree.dirs if d.side is side])), None)  # fmt: skip
+    if golden_side is None:
+        raise CompareError(f"no FX .npy files and no aclgraph .pt files under the golden path {golden_tree.root}"
+                           f"{_unreadable_root(golden_tree)}", usage=not notes)  # fmt: skip
+    kind = GoldenKind.FX if golden_side is Side.FX else GoldenKind.ACL
+    target_dirs = [d for d in target_tree.dirs if d.side is Side.ACL]
+    golden_dirs = [d for d in golden_tree.dirs if d.side is golden_side]
+    if golden_run is not None:
+        golden_dirs = [d for d in golden_dirs if d.run == golden_run]
+        if not golden_dirs:
+            raise CompareError(f"--golden-run {golden_run}: not a run of the golden dump", usage=True)
+    unmatched = [unusable(role, None, p) for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN))
+                 for p in tree.problems]  # fmt: skip
+    bindings = []
+    for t_rank, g_rank in _common_ranks([d.rank for d in target_dirs], [d.rank for d in golden_dirs], rank):
+        mine = tuple(d for d in target_dirs if d.rank == t_rank)
+        theirs = tuple(d for d in golden_dirs if d.rank == g_rank)
+        graphs = sorted({d.model or "" for d in theirs})
+        if len(graphs) > 1:
+            notes.append(f"rank {t_rank}: the golden's graph directories {', '.join(graphs)} compared together with "
+                         "the aclgraph dump, which holds every graph of the process in one directory")  # fmt: skip
+        bindings.append(Binding(t_rank, ACL_MODEL, None, mine, theirs, ", ".join(graphs) or ACL_MODEL))
+    bound = {(d.path, d.side) for b in bindings for d in (*b.target_dirs, *b.golden_dirs)}
+    unbound = [(role, d) for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN))
+               for d in tree.dirs if (d.path, d.side) not in bound]  # fmt: skip
+    in_scope = _in_scope(unbound, rank, notes)
+    return CompareInputs(sources[0], sources[1], kind, tuple(bindings), tuple(unmatched), tuple(notes), in_scope)
 
 
 def _in_scope(unbound: list[tuple[Role, DumpDir]], rank: Optional[int], notes: list[str]) -> tuple:

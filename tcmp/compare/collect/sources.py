@@ -14,7 +14,7 @@ from typing import Optional
 
 from tcmp.compare.records import CompareError, Role, Unmatched, UnmatchedKind
 from tcmp.schemas.dump_outline import DumpDir, scan_directory
-from tcmp.schemas.dump_records import FileSummary
+from tcmp.schemas.dump_records import FileSummary, Side
 from tcmp.schemas.dump_tree import DumpFile, Unrecognized
 from tcmp.schemas.errors import unreadable_reason
 from tcmp.schemas.index import IndexUnusable, open_index
@@ -39,7 +39,7 @@ class DumpSource:
         unreadable: list[tuple[DumpFile, str]] = []
         for d in dirs:
             if d.on_disk:
-                scan = scan_directory(self.root, d.path, side=d.side, fx_token_base=self.fx_token_base)
+                scan = scan_directory(self.root, d.path, side=d.side, fx_token_base=self.fx_token_base, token=d.token)
                 files += _openable(scan.files, unreadable)
                 problems += scan.problems
         stored: dict[Path, FileSummary] = {}
@@ -47,7 +47,12 @@ class DumpSource:
         if indexed and self.index is not None:
             try:
                 with open_index(self.index) as reader:
-                    deleted = [f for d in indexed for f in reader.deleted_in(d.path) if not os.path.lexists(f.path)]
+                    deleted = [
+                        f
+                        for d in indexed
+                        for f in reader.deleted_in(d.path)
+                        if not os.path.lexists(f.path) and (d.side is not Side.ACL or f.file.token == d.token)
+                    ]
                     stored.update((s.path, s) for s in reader.summaries_of(deleted))
             except UNREADABLE_INDEX as exc:  # the only record of those files: no compare
                 why = f"index {self.index} unreadable where it holds files deleted by tcmp watch: {exc}"

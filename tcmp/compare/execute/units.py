@@ -15,13 +15,15 @@ from tcmp.compare.collect.inputs import CompareInputs
 from tcmp.compare.collect.sources import DumpSource, by_token
 from tcmp.compare.execute.prefetch import read_headers_ahead
 from tcmp.compare.judge.rows import Row
+from tcmp.compare.match.acl import acl_executions, calls_by_node, match_acl_acl, match_acl_fx
+from tcmp.compare.match.context import MatchResult, TokenContext
 from tcmp.compare.match.executions import fx_calls, ge_executions
 from tcmp.compare.match.token import match_token
 from tcmp.compare.records import Pair, Role, Unmatched, UnmatchedKind
 from tcmp.compare.report.outcome import Counts, Divergence, UnmatchedBatch
 from tcmp.compare.report.table import RenderedRows
 from tcmp.schemas.dump_outline import DumpDir
-from tcmp.schemas.dump_records import IO
+from tcmp.schemas.dump_records import IO, FileSummary, Side
 from tcmp.schemas.dump_tree import DumpFile, FileKind
 from tcmp.schemas.errors import DumpError, unreadable_reason
 from tcmp.schemas.fx_dump import read_npy_header
@@ -157,6 +159,9 @@ def plan_unit(unit: Unit, keep_rows: bool) -> Union[Plan, UnitResult]:
     problems = target.unusable(Role.TARGET, unit.rank)
     problems += golden.unusable(Role.GOLDEN, unit.rank) if golden is not None else ()
     stored = {**target.stored, **(golden.stored if golden is not None else {})}
+    if unit.target_dirs and unit.target_dirs[0].side is Side.ACL:
+        return _plan_acl_unit(unit, target.files, golden.files if golden is not None else None, problems, stored,
+                              keep_rows)  # fmt: skip
     read_headers_ahead((*target.files, *(golden.files if golden is not None else ())))
     executions = ge_executions(target.files, stored)
     if golden is None or (unit.kind is GoldenKind.FX and view is None):
@@ -201,6 +206,42 @@ def plan_unit(unit: Unit, keep_rows: bool) -> Union[Plan, UnitResult]:
         pairs=tuple(result.pairs),
         headers={h.path: h for e in (*executions, *golden_executions) for h in e.headers},
         unmatched=UnmatchedBatch.of((*problems, *target_unmatched, *leftovers), keep_rows),
+        target_ops=len(executions),
+    )
+
+
+def _plan_acl_unit(
+    unit: Unit,
+    target: Sequence[DumpFile],
+    golden: Optional[Sequence[DumpFile]],
+    problems: Sequence[Unmatched],
+    stored: Mapping[Path, FileSummary],
+    keep_rows: bool,
+) -> Union[Plan, UnitResult]:
+    """`plan_unit` for an aclgraph target: its files paired by node name (`match.acl`)."""
+    calls = fx_calls(golden) if golden is not None and unit.kind is GoldenKind.FX else {}
+    executions = acl_executions(target, stored, calls_by_node(calls))
+    if golden is None:
+        why = f"token {unit.token} missing in the golden dump"
+        unmatched = tuple(
+            Unmatched(Role.TARGET, unit.rank, unit.token, e.op_name, e.op_type, IO.OUTPUT, 0, str(e.files[0].path),
+                      why, UnmatchedKind.OUT_OF_SCOPE)
+            for e in executions
+        )  # fmt: skip
+        return UnitResult(NO_ROWS, Counts(), (), UnmatchedBatch.of((*problems, *unmatched), keep_rows),
+                          len(executions), 0, None)  # fmt: skip
+    fx_stored = {path: summary.tensors[0] for path, summary in stored.items() if summary.tensors}
+    ctx = TokenContext(unit.rank, unit.token, unit.label, MatchResult(), fx_stored)
+    if unit.kind is GoldenKind.FX:
+        result = match_acl_fx(ctx, executions, calls, golden, fx_stored)
+    else:
+        result = match_acl_acl(ctx, executions, acl_executions(golden, stored))
+    leftovers = _golden_leftovers([f for f in golden if f.path not in result.used_golden], {}, {},
+                                  result.golden_reasons)  # fmt: skip
+    return Plan(
+        pairs=tuple(result.pairs),
+        headers={},
+        unmatched=UnmatchedBatch.of((*problems, *result.unmatched, *leftovers), keep_rows),
         target_ops=len(executions),
     )
 

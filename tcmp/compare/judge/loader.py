@@ -24,6 +24,7 @@ from tcmp.compare.judge.metrics import (
 )
 from tcmp.compare.records import Pair, TensorRef
 from tcmp.compare.rules.ulp import float_dtype_named
+from tcmp.schemas.dtypes import dtype_name
 from tcmp.schemas.dump_records import IO, Summary, TensorKind, TensorSummary
 from tcmp.schemas.dump_tree import FileKind
 from tcmp.schemas.errors import DumpError, TensorNotDumped, describe
@@ -33,6 +34,7 @@ from tcmp.schemas.ge_dump import NOT_DUMPED, GeDumpReader, open_ge_dump
 from tcmp.schemas.ge_header import GeDump
 from tcmp.schemas.ge_names import GeFileName
 from tcmp.schemas.stats_files import read_fx_min_max_npy
+from tcmp.schemas.torch_save import read_torch_save
 from tcmp.summaries.merge import CRC_UNKNOWN
 from tcmp.summaries.summarize import crc32, summarize
 
@@ -112,6 +114,16 @@ class TensorLoader:
             value = read_fx_value(path)
             self._remember(self._fx, path, value, 32, value.array.nbytes if value.array is not None else 0)
         return value
+
+    def _acl_tensor(self, path, index: int) -> Loaded:
+        saved = self._recall(self._fx, path)
+        if saved is None:
+            saved = read_torch_save(path)
+            self._remember(self._fx, path, saved, 32, sum(t.values.nbytes for t in saved.tensors))
+        if index >= len(saved.tensors):
+            raise Unavailable(f"the file holds {len(saved.tensors)} tensor(s), not tensor {index}")
+        tensor = saved.tensors[index]
+        return Loaded(tensor.values, None, dtype_name(tensor.data_type), tuple(tensor.shape))
 
     def _reader(self, path) -> GeDumpReader:
         reader = self._readers.pop(path, None)
@@ -193,6 +205,8 @@ class TensorLoader:
             raise Unavailable("raw tensor not available (summary only)")
         first = ref.files[0]
         try:
+            if first.kind is FileKind.ACL_PT:
+                return self._acl_tensor(first.path, ref.index)
             if first.kind is FileKind.FX_NPY:
                 value = self._fx_value(first.path)
                 if value.kind not in (TensorKind.TENSOR, TensorKind.SCALAR) or value.array is None:

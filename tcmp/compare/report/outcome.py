@@ -157,6 +157,8 @@ class CompareResult:
         """What the golden dump is, as the console and the HTML report name it."""
         if self.golden_kind is GoldenKind.FX:
             return "FX dump"
+        if self.golden_kind is GoldenKind.ACL:
+            return "aclgraph dump"
         return "GE dump that looks taken with fusion on (see the note)" if self.golden_fused else "fusion-off GE dump"
 
     @property

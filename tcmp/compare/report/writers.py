@@ -332,12 +332,19 @@ def _row_json(header: tuple[str, ...], cells: list[str]) -> dict:
     return dict(zip(header, typed(header, cells)))
 
 
+_GOLDEN_TYPES = {
+    "fx": "fx",
+    "ge": "ge_fusion_off",
+    "acl": "aclgraph",
+}  # GoldenKind's values, as summary.json spells them
+
+
 def summary_json(result: CompareResult, rank: RankResult) -> dict:
     return {
         "complete": True,
         "target_path": str(result.options.target),
         "golden_path": str(result.options.golden),
-        "golden_type": "fx" if result.golden_kind.value == "fx" else "ge_fusion_off",
+        "golden_type": _GOLDEN_TYPES[result.golden_kind.value],
         "rank": rank.rank,
         "data_mode": result.mode.value,
         "data_mode_reason": result.mode_reason,

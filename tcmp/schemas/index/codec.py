@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from tcmp.schemas.acl_dump import AclFileName, parse_acl_file_name
 from tcmp.schemas.dump_records import IO, Side, Summary, TensorKind, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile, FileKind, GraphFile
 from tcmp.schemas.fx_dump import FxFileName, parse_fx_file_name
@@ -215,10 +216,14 @@ def rebuild_dump_file(path: Path, side: Side, kind: FileKind, mapped_name: Optio
     op_name) as selected by `files_select`."""
     rank, token, model, run, device, model_id, op_type, op_name = placed
     name = path.name
-    if side is Side.FX:
+    parsed: Union[GeFileName, FxFileName, AclFileName]
+    if side is Side.ACL:
+        parsed = parse_acl_file_name(name)
+        timestamp, io, index = None, IO.OUTPUT, 0
+    elif side is Side.FX:
         fx_name = parse_fx_file_name(name)
         timestamp = int(fx_name.timestamp) if fx_name.timestamp.isdigit() else None
-        parsed: Union[GeFileName, FxFileName] = fx_name
+        parsed = fx_name
         io, index = fx_name.io, fx_name.index
     else:
         stem = hashed_stem(name) if mapped_name is not None else None

@@ -178,7 +178,7 @@ class IndexReader:
 
     def files_under(self, root: Union[str, Path]) -> tuple[IndexedFile, ...]:
         """Every dump file (GE and FX, in every state) the index holds below `root`, in path order."""
-        rows = self._rows_under(root, "side IN (?, ?)", (Side.GE.value, Side.FX.value))
+        rows = self._rows_under(root, "side IN (?, ?, ?)", (Side.GE.value, Side.FX.value, Side.ACL.value))
         return tuple(f for f in (self._indexed_file(row) for row in rows) if f is not None)
 
     def deleted_dirs_under(self, root: Union[str, Path]) -> tuple[DumpDir, ...]:
@@ -189,28 +189,31 @@ class IndexReader:
         low, high = prefix_range(stored) if stored != "/" else ("", "\U0010ffff")
         rows = self.conn.execute(
             "SELECT path, side, kind, rank, token, model, run FROM files WHERE path >= ? AND path < ? "
-            "AND raw_deleted = 1 AND state = ? AND side IN (?, ?)",
-            (low, high, FileState.SUMMARIZED.value, Side.GE.value, Side.FX.value),
+            "AND raw_deleted = 1 AND state = ? AND side IN (?, ?, ?)",
+            (low, high, FileState.SUMMARIZED.value, Side.GE.value, Side.FX.value, Side.ACL.value),
         )
-        places: dict[tuple[str, str], tuple[Optional[int], Optional[int], Optional[str], Optional[str]]] = {}
-        kinds: dict[tuple[str, str], set] = {}
+        places: dict[
+            tuple[str, str, Optional[int]], tuple[Optional[int], Optional[int], Optional[str], Optional[str]]
+        ] = {}
+        kinds: dict[tuple[str, str, Optional[int]], set] = {}
         for path, side, kind, rank, token, model, run in rows:
-            key = (self._to_actual(path).rpartition("/")[0], side)
+            # an aclgraph directory holds every token (its files' save counters): one DumpDir per token, as on disk
+            key = (self._to_actual(path).rpartition("/")[0], side, token if side == Side.ACL.value else None)
             if key not in places:
                 places[key], kinds[key] = (rank, token, model, run), set()
             kinds[key].add(KINDS[kind])
         return tuple(
-            DumpDir(SIDES[side], Path(directory or "/"), *places[(directory, side)],
-                    frozenset(kinds[(directory, side)]), on_disk=False, indexed=True)
-            for directory, side in sorted(places)
+            DumpDir(SIDES[side], Path(directory or "/"), *places[(directory, side, token)],
+                    frozenset(kinds[(directory, side, token)]), on_disk=False, indexed=True)
+            for directory, side, token in sorted(places, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2]))
         )  # fmt: skip
 
     def deleted_in(self, directory: Union[str, Path]) -> tuple[IndexedFile, ...]:
         """The summarized files directly in `directory` whose raw data the daemon deleted, in path order."""
         stored = self._to_stored(os.path.realpath(directory))
         rows = self._rows_under(
-            directory, "raw_deleted = 1 AND state = ? AND side IN (?, ?)",
-            (FileState.SUMMARIZED.value, Side.GE.value, Side.FX.value),
+            directory, "raw_deleted = 1 AND state = ? AND side IN (?, ?, ?)",
+            (FileState.SUMMARIZED.value, Side.GE.value, Side.FX.value, Side.ACL.value),
         )  # fmt: skip
         direct = (row for row in rows if row[1].rpartition("/")[0] == stored.rstrip("/"))
         return tuple(f for f in (self._indexed_file(row) for row in direct) if f is not None)
