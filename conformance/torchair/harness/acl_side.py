@@ -125,19 +125,42 @@ def prepare_run(model_dir: Path, run: str, result: dict) -> dict:
     )  # fmt: skip
     truth = {"run": run, "fault_node": fault_node, "files": files, "fx_partnered": fx_partnered,
              "steps_dumped": sorted(held_by_step)}  # fmt: skip
-    (model_dir / f"{run}.truth.json").write_text(json.dumps(truth, indent=1))
-    return truth
+    return truth, values
+
+
+# the stage pairs judged besides each stage against the FX dump: (target run, golden run)
+RUN_PAIRS = (("ro_optimized", "ro_original"),)
+
+
+def _cross_partners(target: tuple, golden: tuple, target_run: str, golden_run: str) -> None:
+    """Which golden-run files hold each target-run file's value in the same step, and the converse."""
+    (t_truth, t_values), (g_truth, g_values) = target, golden
+    for t in t_truth["files"]:
+        t["partners_in"] = {golden_run: [
+            Path(g["file"]).name for g in g_truth["files"]
+            if g["step"] == t["step"] and same_tensor(t_values[t["file"]][1], g_values[g["file"]][1])
+        ]}  # fmt: skip
+    for g in g_truth["files"]:
+        g["partnered_by"] = {target_run: any(
+            Path(g["file"]).name in t["partners_in"][golden_run] for t in t_truth["files"]
+        )}  # fmt: skip
 
 
 def prepare_model(model_dir: Path, acl_runs: dict) -> dict:
     """{run: truth, or {"error": why}} for every aclgraph run of the model."""
-    out = {}
+    prepared, out = {}, {}
     for run, result in acl_runs.items():
         if not result.get("ok"):
             out[run] = {"error": (result.get("error") or "no result").strip().splitlines()[-1]}
             continue
         try:
-            out[run] = prepare_run(model_dir, run, result)
+            prepared[run] = prepare_run(model_dir, run, result)
         except Exception as exc:  # the harness's own failure for this run, named in the table
             out[run] = {"error": f"{type(exc).__name__}: {exc}"}
+    for target_run, golden_run in RUN_PAIRS:
+        if target_run in prepared and golden_run in prepared:
+            _cross_partners(prepared[target_run], prepared[golden_run], target_run, golden_run)
+    for run, (truth, _values) in prepared.items():
+        (model_dir / f"{run}.truth.json").write_text(json.dumps(truth, indent=1))
+        out[run] = truth
     return out
