@@ -4,7 +4,8 @@ Per model and aclgraph run (capture.ACL_RUNS; the truth, fault and faulted copy 
 torch venv), in tcmp's venv:
 - `<run>` vs the FX dump (`fx/`): target the faulted copy `<run>_fault/`, then the clean run (`<run>/` as torchair
   wrote it);
-- the optimized stage vs the original stage (`ro_optimized` vs `ro_original`, the original's clean tree as golden).
+- the optimized stage vs the original stage (`ro_optimized` vs `ro_original`, the original's clean tree as golden);
+- the same for torch_npu's npugraph_ex backend (`ngx_original`, `ngx_optimized` vs the FX dump).
 The checks are evaluate.py's, on `.pt` files: false FAIL (a FAIL row on a file the harness did not fault), fault
 FAILs and fault first (every token holding the faulted node's file), ops missing (a file in neither the table
 nor the unmatched file), no partner w/ partner (an unmatched "no partner" item whose value a file of the other
@@ -27,6 +28,8 @@ PAIRS = (
     ("reduce-overhead original", "ro_original", "fx"),
     ("reduce-overhead optimized", "ro_optimized", "fx"),
     ("optimized vs original", "ro_optimized", "ro_original"),
+    ("npugraph_ex original", "ngx_original", "fx"),
+    ("npugraph_ex optimized", "ngx_optimized", "fx"),
 )
 EAGER_TOLERANCE = 2e-2  # judge.EAGER_TOLERANCE: the stand-in's replay against eager torch
 

@@ -41,6 +41,8 @@ MODES = ("ge", "fx")
 ACL_RUNS = {
     "ro_original": ("reduce-overhead", "original"),
     "ro_optimized": ("reduce-overhead", "optimized"),
+    "ngx_original": ("npugraph_ex", "original"),
+    "ngx_optimized": ("npugraph_ex", "optimized"),
 }
 
 
@@ -110,12 +112,19 @@ def _run(model, mode: str, model_dir: Path) -> dict:
     work = model_dir / mode
     work.mkdir(parents=True, exist_ok=True)
     os.chdir(work)
+    compile_options = None  # torch.compile(options=): npugraph_ex's configuration
     config = torchair.CompilerConfig()
     for path, value in model.config.items():
         _set_option(config, path, value)
     if mode == "fx":
         config.debug.data_dump.type = "npy"
         backend = torchair.get_npu_backend(compiler_config=config)
+    elif ACL_RUNS.get(mode, ("",))[0] == "npugraph_ex":
+        # as a user does (torch_npu's npugraph_ex backend, its options: npugraph_ex/configs/compiler_config.py);
+        # the model's torchair options have no npugraph_ex counterpart and are not set
+        stage = ACL_RUNS[mode][1]
+        backend = "npugraph_ex"  # registered with dynamo by torch_npu (the stand-in) on import
+        compile_options = {"dump_tensor_data": True, "data_dump_stage": stage, "data_dump_dir": str(work)}
     elif mode in ACL_RUNS:
         # as a user does (torchair's dump_config, configs/dump_config.py): torchair's own passes insert the
         # save_npugraph_tensor calls; the dump lands in dump_path/worldsize1_global_rank0/
@@ -134,7 +143,7 @@ def _run(model, mode: str, model_dir: Path) -> dict:
     if mode == "ge" and model.patterns_of_mode:
         _register_patterns_of(model.patterns_of_mode)
     module = model.build().eval()
-    compiled = torch.compile(module, backend=backend, dynamic=model.dynamic, fullgraph=True)
+    compiled = torch.compile(module, backend=backend, dynamic=model.dynamic, fullgraph=True, options=compile_options)
     diffs, eager_calls, writes = [], [], []
     with torch.no_grad():
         for step in range(model.steps):

@@ -45,3 +45,16 @@ if not hasattr(torch, "npu"):  # torch_npu registers itself as torch's `npu` dev
 
 if not hasattr(torch.Tensor, "is_npu"):
     torch.Tensor.is_npu = property(lambda self: self.device.type == "npu")
+
+
+def npugraph_ex_backend(gm, example_inputs, **kwargs):
+    """torch_npu's `npugraph_ex` dynamo backend (torch_npu/dynamo/__init__.py `_exec`): npugraph_ex's compiler
+    with its mode set, the `options` of torch.compile passed on. npugraph_ex is the wheel's own package."""
+    import npugraph_ex
+
+    config = npugraph_ex.CompilerConfig()
+    config.mode = "npugraph_ex"
+    return npugraph_ex.get_npu_backend(compiler_config=config)(gm, example_inputs, **kwargs)
+
+
+torch._dynamo.register_backend(npugraph_ex_backend, "npugraph_ex")
