@@ -9,7 +9,10 @@ torch venv), in tcmp's venv:
 The checks are evaluate.py's, on `.pt` files: false FAIL (a FAIL row on a file the harness did not fault), fault
 FAILs and fault first (every token holding the faulted node's file), ops missing (a file in neither the table
 nor the unmatched file), no partner w/ partner (an unmatched "no partner" item whose value a file of the other
-side of the same step holds), clean FAIL / clean first divergence. A row pairing a file with a golden that does
+side of the same step holds, or that a torchair behaviour explains: a graph input, a getitem, a pattern-fused
+node, an FX input copy, a node torchair's passes removed, a multi-output node's output — from torchair's graphs),
+by design w/o reason (a "by design" item whose reason names none of its behaviour's words), clean FAIL / clean
+first divergence. A row pairing a file with a golden that does
 not hold its value, or holds another step's, is a wrong pair (info); a "by design" item whose value the other
 side holds is counted too (info: by design w/ partner).
 """
@@ -21,6 +24,23 @@ from pathlib import Path
 from typing import Optional
 
 from .evaluate import _API, CompareOutput, ModelResult, _clean_run, run_tcmp
+
+# the torchair behaviours behind an aclgraph item without a partner, from torchair's graphs (read via gc after the
+# runs): (name, words one of which a "by design" reason must contain)
+GRAPH_INPUT = ("graph input", ("input", "placeholder"))
+GETITEM = ("getitem of a multi-output node", ("getitem", "multi-output"))
+FUSED = ("pattern fusion", ("fus", "pattern"))
+FX_INPUT = ("FX input copy", ("input",))
+MULTI_OUTPUT = ("output of a multi-output node", ("multi-output", "getitem"))
+REMOVED = ("node removed by torchair's passes", ("no-op", "noop", "remov", "fus", "pattern"))
+PATTERN_FUSED_TARGETS = frozenset(
+    {
+        "npu.npu_add_rms_norm_cast.default",
+        "npu.npu_add_rms_norm_dynamic_quant.default",
+        "npu.npu_add_rms_norm_quant.default",
+        "npu.npu_transpose_batchmatmul.default",
+    }
+)  # judge.PATTERN_FUSED_TARGETS (judge imports this module)
 
 FAULT_SUFFIX = "_fault"  # acl_side.FAULT_SUFFIX (that module needs torch)
 # (table mode, target run, golden: "fx" or another run); the mode names the run in the table's mode column
@@ -34,6 +54,31 @@ PAIRS = (
 EAGER_TOLERANCE = 2e-2  # judge.EAGER_TOLERANCE: the stand-in's replay against eager torch
 
 
+def _nodes(graphs: dict) -> dict:
+    return {n["name"]: n for nodes in graphs.values() for n in nodes}
+
+
+def _target_category(node: str, target_graph: dict):
+    found = target_graph.get(node)
+    if found is None:
+        return None
+    if found["op"] == "placeholder":
+        return GRAPH_INPUT
+    if "getitem" in found["target"]:
+        return GETITEM
+    return FUSED if found["target"] in PATTERN_FUSED_TARGETS else None
+
+
+def _golden_category(item: dict, target_graph: dict, golden_graph: dict):
+    node = item["Op Name"]
+    if item["IO"] == "input":
+        return FX_INPUT
+    if node not in target_graph and node in golden_graph and golden_graph[node]["op"] == "call_function":
+        return REMOVED
+    users = [n for n in target_graph.values() if {"node": node} in n["args"] and "getitem" in n["target"]]
+    return MULTI_OUTPUT if users else None
+
+
 def _golden_partners(file: dict, golden: str, truth: dict) -> list:
     if golden == "fx":
         return file["fx_partners"]
@@ -41,7 +86,10 @@ def _golden_partners(file: dict, golden: str, truth: dict) -> list:
 
 
 def evaluate_acl(version: str, model: str, mode: str, truth: dict, golden: str, compared: CompareOutput,
-                 clean: CompareOutput, golden_partnered: set) -> ModelResult:  # fmt: skip
+                 clean: CompareOutput, golden_partnered: set, graphs: tuple = ({}, {})) -> ModelResult:  # fmt: skip
+    """`graphs`: torchair's FX graphs of the target run and of the golden ({name: node}), which say why an item
+    has no partner."""
+    target_graph, golden_graph = graphs
     result = ModelResult(version, model, refused=compared.refused, mode=mode)
     _clean_run(result, clean)
     if compared.refused is not None:
@@ -84,10 +132,17 @@ def evaluate_acl(version: str, model: str, mode: str, truth: dict, golden: str, 
                 continue
             unmatched_files.add(file["file"])
             partnered = bool(_golden_partners(file, golden, truth))
+            category = _target_category(item["Op Name"], target_graph)
         else:
             partnered = _golden_key(item, golden) in golden_partnered
+            category = _golden_category(item, target_graph, golden_graph)
         if item["Kind"] == "no partner" and partnered:
             result.unexplained_no_partner.append(label)
+        elif item["Kind"] == "no partner" and category is not None:
+            result.unexplained_no_partner.append(f"{label} [a torchair behaviour: {category[0]}]")
+        named = category is not None and any(word in item["Reason"].lower() for word in category[1])
+        if item["Kind"] == "by design" and category is not None and not named:
+            result.by_design_without_reason.append(f"{label} [expected: {category[0]}]")
         if item["Kind"] == "by design" and partnered:
             result.by_design_with_partner.append(label)
     result.missing_ops = [f["file"] for f in truth["files"] if f["file"] not in in_table | unmatched_files]
@@ -126,5 +181,9 @@ def judge_acl(version: str, model_dir: Path, record: dict, tcmp: Path) -> tuple[
             partnered = set(truth["fx_partnered"])
         else:
             partnered = {Path(f["file"]).name for f in golden_truth["files"] if f.get("partnered_by", {}).get(run)}
-        results.append(evaluate_acl(version, model_dir.name, mode, truth, golden, compared, clean, partnered))
+        graphs = (
+            _nodes(record["acl_runs"][run]["fx_graphs"]),
+            _nodes(record["fx_graphs_captured"] if golden == "fx" else record["acl_runs"][golden]["fx_graphs"]),
+        )
+        results.append(evaluate_acl(version, model_dir.name, mode, truth, golden, compared, clean, partnered, graphs))
     return results, notes
