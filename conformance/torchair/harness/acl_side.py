@@ -10,7 +10,8 @@ save_npugraph_tensor wrote it, kept unchanged as the clean target) it writes
                       capture.py's `writes`), whether a golden file of that step holds its value; and per golden
                       FX file whether a file of the run holds its value
 The fault node: the first node in torchair's graph order whose file holds a float tensor and whose FX file
-(`{node}-{target}.OUTPUT.0`) exists, i.e. a node both sides name.
+(`{node}-{target}.OUTPUT.0`) exists, i.e. a node both sides name, not a view if there is another; else (an
+optimized graph whose every saved node is a getitem or renamed) the first whose value an FX file holds.
 """
 
 from __future__ import annotations
@@ -78,13 +79,25 @@ def _fault_value(tensor: torch.Tensor) -> torch.Tensor:
     return (1.5 * v + 0.5 * torch.roll(v.reshape(-1), 1).reshape(v.shape) + 0.25).to(tensor.dtype).contiguous()
 
 
+_VIEW_TARGETS = re.compile(
+    r"aten\.(_?(unsafe_)?view|t|transpose|permute|expand|reshape|slice|select|alias|"
+    r"squeeze|unsqueeze|detach|as_strided)\."
+)
+
+
 def _fault_node(nodes: list, files: list, fx_by_step: dict) -> str:
+    """A compute node both sides name, else a view both name, else any node an FX file holds the value of."""
     fx_names = {name.split("-", 1)[0] for items in fx_by_step.values() for name, _ in items if ".OUTPUT.0." in name}
-    floats = {f["node"] for f in files if f["float"]}
-    for node in nodes:
-        if node["op"] == "call_function" and node["name"] in floats and node["name"] in fx_names:
-            return node["name"]
-    raise RuntimeError("no node of the aclgraph dump both holds a float tensor and has an FX file")
+    floats = {f["node"]: f for f in files if f["float"]}
+    computed = [n for n in nodes if n["op"] == "call_function" and n["name"] in floats]
+    for choice in (
+        [n for n in computed if n["name"] in fx_names and not _VIEW_TARGETS.match(n["target"])],
+        [n for n in computed if n["name"] in fx_names],
+        [n for n in computed if floats[n["name"]]["fx_partners"]],
+    ):
+        if choice:
+            return choice[0]["name"]
+    raise RuntimeError("no node of the aclgraph dump holds a float tensor an FX file holds too")
 
 
 def prepare_run(model_dir: Path, run: str, result: dict) -> dict:

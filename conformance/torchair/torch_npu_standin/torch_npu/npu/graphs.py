@@ -52,6 +52,9 @@ def storage_at(data_ptr: int, nbytes: int):
 
 
 class _Recorder(TorchDispatchMode):
+    # higher-order operators (the catalogue's custom_dict) are recorded and replayed as one call, as operators are
+    supports_higher_order_operators = True
+
     def __init__(self, graph: NPUGraph) -> None:
         super().__init__()
         self.graph = graph
@@ -65,7 +68,7 @@ class _Recorder(TorchDispatchMode):
             return None
         out = func(*args, **kwargs)
         _note_storages((args, kwargs, out))
-        if not func.is_view:  # a view shares its base's memory: replaying the base's op updates it
+        if not getattr(func, "is_view", False):  # a view shares its base's memory: replaying the base updates it
             self.graph.steps.append(("op", (func, args, kwargs, out)))
         return out
 
@@ -77,6 +80,9 @@ def _write_into(recorded, fresh) -> None:
     elif isinstance(recorded, (list, tuple)) and isinstance(fresh, (list, tuple)):
         for r, f in zip(recorded, fresh):
             _write_into(r, f)
+    elif isinstance(recorded, dict) and isinstance(fresh, dict):  # a higher-order operator's mapping
+        for key, r in recorded.items():
+            _write_into(r, fresh[key])
 
 
 class NPUGraph:
