@@ -20,6 +20,7 @@ side holds is counted too (info: by design w/ partner).
 from __future__ import annotations
 
 import ast
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
 
@@ -51,7 +52,8 @@ PAIRS = (
     ("npugraph_ex original", "ngx_original", "fx"),
     ("npugraph_ex optimized", "ngx_optimized", "fx"),
 )
-EAGER_TOLERANCE = 2e-2  # judge.EAGER_TOLERANCE: the stand-in's replay against eager torch
+EAGER_TOLERANCE = 2e-2
+COMPARE_JOBS = 6  # judge.EAGER_TOLERANCE: the stand-in's replay against eager torch
 
 
 def _nodes(graphs: dict) -> dict:
@@ -157,9 +159,11 @@ def _golden_key(item: dict, golden: str) -> Optional[str]:
 
 
 def judge_acl(version: str, model_dir: Path, record: dict, tcmp: Path) -> tuple[list, dict]:
-    """(results, {mode: note}) of the model's aclgraph pairs."""
+    """(results, {mode: note}) of the model's aclgraph pairs. Their compares run COMPARE_JOBS at a time: each is
+    a process of its own, mostly waiting for a share of a loaded machine's cores."""
     results, notes = [], {}
     truths = record.get("acl_truth", {})
+    planned = []
     for mode, run, golden in PAIRS:
         if run not in record.get("acl_runs", {}):
             continue
@@ -173,17 +177,26 @@ def judge_acl(version: str, model_dir: Path, record: dict, tcmp: Path) -> tuple[
             results.append(ModelResult(version, model_dir.name, mode=mode))
             notes[mode] = f"HARNESS ERROR: {run}: {why}"
             continue
-        golden_dir = model_dir / ("fx" if golden == "fx" else golden)
-        suffix = run if golden == "fx" else f"{run}_vs_{golden}"
-        compared = run_tcmp(tcmp, model_dir / f"{run}{FAULT_SUFFIX}", golden_dir, model_dir / f"report_{suffix}")
-        clean = run_tcmp(tcmp, model_dir / run, golden_dir, model_dir / f"report_{suffix}_clean")
-        if golden == "fx":
-            partnered = set(truth["fx_partnered"])
-        else:
-            partnered = {Path(f["file"]).name for f in golden_truth["files"] if f.get("partnered_by", {}).get(run)}
-        graphs = (
-            _nodes(record["acl_runs"][run]["fx_graphs"]),
-            _nodes(record["fx_graphs_captured"] if golden == "fx" else record["acl_runs"][golden]["fx_graphs"]),
-        )
-        results.append(evaluate_acl(version, model_dir.name, mode, truth, golden, compared, clean, partnered, graphs))
+        planned.append((mode, run, golden, truth, golden_truth))
+    with ThreadPoolExecutor(COMPARE_JOBS) as pool:
+        futures = []
+        for _mode, run, golden, _truth, _golden_truth in planned:
+            golden_dir = model_dir / golden
+            suffix = run if golden == "fx" else f"{run}_vs_{golden}"
+            report = model_dir / f"report_{suffix}"
+            futures.append((
+                pool.submit(run_tcmp, tcmp, model_dir / f"{run}{FAULT_SUFFIX}", golden_dir, report),
+                pool.submit(run_tcmp, tcmp, model_dir / run, golden_dir, report.with_name(f"{report.name}_clean")),
+            ))  # fmt: skip
+        for (mode, run, golden, truth, golden_truth), (compared, clean) in zip(planned, futures):
+            if golden == "fx":
+                partnered = set(truth["fx_partnered"])
+            else:
+                partnered = {Path(f["file"]).name for f in golden_truth["files"] if f.get("partnered_by", {}).get(run)}
+            graphs = (
+                _nodes(record["acl_runs"][run]["fx_graphs"]),
+                _nodes(record["fx_graphs_captured"] if golden == "fx" else record["acl_runs"][golden]["fx_graphs"]),
+            )
+            results.append(evaluate_acl(version, model_dir.name, mode, truth, golden, compared.result(),
+                                        clean.result(), partnered, graphs))  # fmt: skip
     return results, notes
