@@ -40,7 +40,8 @@ _TAKEN = (
 
 
 def _wheel_namespace():
-    """None when the wheel has no graphs.py (torch-npu 2.5.1: its torchair has no aclgraph dump either)."""
+    """None when the wheel's graphs.py has no save_npugraph_tensor (torch-npu 2.5.1: its torchair has no
+    aclgraph dump either)."""
     for entry in sys.path:
         source_file = Path(entry) / WHEEL_GRAPHS
         if source_file.is_file():
@@ -55,6 +56,8 @@ def _wheel_namespace():
         if is_function or is_global:
             taken.append(node)
     names = {n.name if isinstance(n, ast.FunctionDef) else n.targets[0].id for n in taken}
+    if not names:  # torch-npu 2.5.1's graphs.py: no save_npugraph_tensor at all
+        return None
     if names != set(_TAKEN):
         raise RuntimeError(f"stand-in: {source_file} lacks {sorted(set(_TAKEN) - names)}")
     namespace = {"os": os, "threading": threading, "datetime": datetime, "torch": torch}
