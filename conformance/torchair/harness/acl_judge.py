@@ -76,6 +76,8 @@ def _golden_category(item: dict, target_graph: dict, golden_graph: dict):
     if item["IO"] == "input":
         return FX_INPUT
     if node not in target_graph and node in golden_graph and golden_graph[node]["op"] == "call_function":
+        if isinstance(golden_graph[node]["val"], list):  # a removed multi-output node: either reason is true
+            return (REMOVED[0], REMOVED[1] + MULTI_OUTPUT[1])
         return REMOVED
     users = [n for n in target_graph.values() if {"node": node} in n["args"] and "getitem" in n["target"]]
     return MULTI_OUTPUT if users else None
