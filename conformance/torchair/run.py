@@ -89,11 +89,15 @@ def main(argv=None) -> int:
         for entry in judged["results"]:
             results.append(evaluate.ModelResult(**entry))
         for model, note in judged["notes"].items():
-            notes[(v.key, model)] = note
+            notes[(v.key, model, evaluate.GE_MODE)] = note
             if note.startswith("HARNESS ERROR"):
                 harness_errors.append(f"{v.key} {model}: {note}")
             if model == "*":  # the capture of this version did not start
                 results.append(evaluate.ModelResult(v.key, "*"))
+        for model, mode, note in judged.get("acl_notes", []):
+            notes[(v.key, model, mode)] = note
+            if note.startswith("HARNESS ERROR"):
+                harness_errors.append(f"{v.key} {model} {mode}: {note}")
         clock.lap(f"GE side + compare {v.key}")
     print()
     print(report.table(results, notes))
@@ -106,7 +110,7 @@ def main(argv=None) -> int:
         print(f"harness error: {line}", file=sys.stderr)
     if harness_errors:
         return 2
-    applicable = [r for r in results if not notes.get((r.version, r.model), "").startswith("n/a")]
+    applicable = [r for r in results if not notes.get((r.version, r.model, r.mode), "").startswith("n/a")]
     return 0 if all(r.passed for r in applicable) else 1
 
 

@@ -31,12 +31,19 @@ import traceback
 from pathlib import Path
 
 import torch
-import torch_npu  # noqa: F401 — the stand-in; must be imported before torchair, as torch_npu is
+import torch_npu  # the stand-in; must be imported before torchair, as torch_npu is
 
-from . import fx_record, source_lines, torch_compat
+from . import acl_side, fx_record, source_lines, torch_compat
 from .versions import version as version_of
 
 MODES = ("ge", "fx")
+# aclgraph dump runs: run name -> (torchair mode, dump_config.data_dump_stage); each its own directory OUT/<model>/<run>
+ACL_RUNS = {
+    "ro_original": ("reduce-overhead", "original"),
+    "ro_optimized": ("reduce-overhead", "optimized"),
+    "ngx_original": ("npugraph_ex", "original"),
+    "ngx_optimized": ("npugraph_ex", "optimized"),
+}
 
 
 def _set_option(config, path: str, value) -> None:
@@ -105,11 +112,26 @@ def _run(model, mode: str, model_dir: Path) -> dict:
     work = model_dir / mode
     work.mkdir(parents=True, exist_ok=True)
     os.chdir(work)
+    compile_options = None  # torch.compile(options=): npugraph_ex's configuration
     config = torchair.CompilerConfig()
     for path, value in model.config.items():
         _set_option(config, path, value)
     if mode == "fx":
         config.debug.data_dump.type = "npy"
+        backend = torchair.get_npu_backend(compiler_config=config)
+    elif ACL_RUNS.get(mode, ("",))[0] == "npugraph_ex":
+        # as a user does (torch_npu's npugraph_ex backend, its options: npugraph_ex/configs/compiler_config.py);
+        # the model's torchair options have no npugraph_ex counterpart and are not set
+        stage = ACL_RUNS[mode][1]
+        backend = "npugraph_ex"  # registered with dynamo by torch_npu (the stand-in) on import
+        compile_options = {"dump_tensor_data": True, "data_dump_stage": stage, "data_dump_dir": str(work)}
+    elif mode in ACL_RUNS:
+        # as a user does (torchair's dump_config, configs/dump_config.py): torchair's own passes insert the
+        # save_npugraph_tensor calls; the dump lands in dump_path/worldsize1_global_rank0/
+        config.mode, stage = ACL_RUNS[mode]
+        config.dump_config.enable_dump = True
+        config.dump_config.dump_path = str(work)
+        config.dump_config.data_dump_stage = stage
         backend = torchair.get_npu_backend(compiler_config=config)
     else:
         # as a user does: tcmp's capture helpers switch the GE dump and the graph dump on (in ge/msprobe_ge_dump;
@@ -121,17 +143,28 @@ def _run(model, mode: str, model_dir: Path) -> dict:
     if mode == "ge" and model.patterns_of_mode:
         _register_patterns_of(model.patterns_of_mode)
     module = model.build().eval()
-    compiled = torch.compile(module, backend=backend, dynamic=model.dynamic, fullgraph=True)
-    diffs, eager_calls = [], []
+    compiled = torch.compile(module, backend=backend, dynamic=model.dynamic, fullgraph=True, options=compile_options)
+    diffs, eager_calls, writes = [], [], []
     with torch.no_grad():
         for step in range(model.steps):
             inputs = model.inputs(step)
             got = compiled(*inputs)
+            if mode in ACL_RUNS:  # the files this step's saves wrote (a later step may write over one)
+                writes.append(sorted({os.path.relpath(p, work) for p in torch_npu._save_op.WRITTEN}))
+                torch_npu._save_op.WRITTEN.clear()
             if step == 0 and mode == "ge":
                 eager_calls = source_lines.eager_calls(module, inputs)
             diffs.append(_max_rel_diff(got, module(*inputs)))
-    graphs = fx_record.captured_graphs() if mode == "fx" else fx_record.converted_graphs()
-    return {"ok": True, "max_rel_diff_to_eager": max(diffs), "fx_graphs": graphs, "eager_calls": eager_calls}
+    if mode == "fx":
+        graphs = fx_record.captured_graphs()
+    elif mode in ACL_RUNS:
+        graphs = fx_record.aclgraph_graphs()
+    else:
+        graphs = fx_record.converted_graphs()
+    result = {"ok": True, "max_rel_diff_to_eager": max(diffs), "fx_graphs": graphs, "eager_calls": eager_calls}
+    if mode in ACL_RUNS:
+        result["writes"] = writes
+    return result
 
 
 def _child(model, mode: str, model_dir: Path) -> None:
@@ -153,10 +186,10 @@ def _child(model, mode: str, model_dir: Path) -> None:
         os._exit(code)
 
 
-def _run_all(models, out: Path, jobs: int) -> dict:
+def _run_all(models, out: Path, jobs: int, acl_runs=()) -> dict:
     # every conversion run before any FX run: a model's FX dump is younger than its GE side, as when a user (or
-    # msprobe) dumps GE first, and the two runs of a model never overlap
-    pending = [(m, mode) for mode in MODES for m in models]
+    # msprobe) dumps GE first, and the two runs of a model never overlap; the aclgraph runs come last
+    pending = [(m, mode) for mode in (*MODES, *acl_runs) for m in models]
     running: dict[int, tuple] = {}
     results: dict = {}
     while pending or running:
@@ -199,7 +232,7 @@ def main(argv=None) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "catalogue.json").write_text(json.dumps({"models": [m.name for m in models], "skipped": skipped}))
-    results = _run_all(models, out, args.jobs)
+    results = _run_all(models, out, args.jobs, torchair_version.aclgraph_runs)
     for model in models:
         ge, fx = results[(model.name, "ge")], results[(model.name, "fx")]
         record = {
@@ -214,7 +247,11 @@ def main(argv=None) -> int:
             "fx_graphs_captured": fx.get("fx_graphs", {}),
             "fx_graphs_converted": ge.get("fx_graphs", {}),
             "eager_calls": ge.get("eager_calls", []),
+            # per aclgraph run: what it did and torchair's graphs holding the save calls (fx_record.aclgraph_graphs)
+            "acl_runs": {run: results[(model.name, run)] for run in torchair_version.aclgraph_runs},
         }
+        # the fault and the truth of each aclgraph run's files (read with torch here; judged in tcmp's venv)
+        record["acl_truth"] = acl_side.prepare_model(out / model.name, record["acl_runs"])
         (out / model.name / "capture.json").write_text(json.dumps(record, indent=1))
     return 0 if all(r["ok"] for r in results.values()) else 1
 

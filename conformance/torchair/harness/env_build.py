@@ -27,6 +27,13 @@ STANDIN = HERE / "torch_npu_standin"
 TORCH = "torch==2.14.1"
 REQUIREMENTS = (TORCH, "numpy", "protobuf", "packaging", "ml_dtypes")
 _TORCHAIR_IN_WHEEL = "torch_npu/dynamo/torchair/"
+# torch_npu's NPU graph module: the stand-in's save_npugraph_tensor runs its path builder and host function
+# (torch_npu_standin/torch_npu/_save_op.py); kept as a file, never imported as torch_npu
+_GRAPHS_IN_WHEEL = "torch_npu/npu/graphs.py"
+WHEEL_GRAPHS = Path("torch_npu_wheel") / "npu" / "graphs.py"
+# torch_npu 2.14's npugraph_ex backend (`torch.compile(backend="npugraph_ex")`): pure Python, a package of its own
+# beside torchair (it imports itself as `npugraph_ex`), extracted as torchair is
+_NPUGRAPH_EX_IN_WHEEL = "torch_npu/dynamo/npugraph_ex/"
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,17 @@ def extract_torchair(wheel: Path, dest: Path) -> list[str]:
     shutil.rmtree(dest, ignore_errors=True)
     stubbed = []
     with zipfile.ZipFile(wheel) as archive:
+        if _GRAPHS_IN_WHEEL in archive.namelist():  # torch-npu 2.5.1 has no save_npugraph_tensor (nor dumps)
+            (dest / WHEEL_GRAPHS).parent.mkdir(parents=True, exist_ok=True)
+            (dest / WHEEL_GRAPHS).write_bytes(archive.read(_GRAPHS_IN_WHEEL))
         for member in archive.namelist():
+            if member.startswith(_NPUGRAPH_EX_IN_WHEEL) and not member.endswith("/"):
+                if member.endswith(".so") or ".so." in member:
+                    raise RuntimeError(f"{wheel.name} has a compiled npugraph_ex module: {member}")
+                target = dest / member[len("torch_npu/dynamo/") :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(member))
+                continue
             if not member.startswith(_TORCHAIR_IN_WHEEL) or member.endswith("/"):
                 continue
             relative = member[len("torch_npu/dynamo/") :]

@@ -68,3 +68,34 @@ def converted_graphs() -> dict:
         if fx_graph is not None:
             out[str(concrete.graph.name)] = graph_nodes(fx_graph.graph)
     return out
+
+
+def aclgraph_graphs() -> dict:
+    """{graph name: nodes} of every FX graph of this process into which torchair put save_npugraph_tensor calls:
+    in stage `original` the graph as captured (npu_fx_compiler returns it with the calls, run eagerly), in stage
+    `optimized` the AclConcreteGraph's graph after torchair's FX passes (fx2acl_converter), which is captured."""
+    out = {}
+    for concrete in _instances("AclConcreteGraph"):
+        fx_graph = getattr(concrete, "_fx_graph", None)
+        if fx_graph is not None and _has_save_calls(fx_graph.graph):
+            out[f"acl_{len(out)}"] = graph_nodes(fx_graph.graph)
+    if not out:
+        for module in _graph_modules():
+            if _has_save_calls(module.graph):
+                out[f"original_{len(out)}"] = graph_nodes(module.graph)
+    return out
+
+
+def _graph_modules() -> list:
+    found = []
+    for obj in gc.get_objects():
+        try:
+            if isinstance(obj, torch.fx.GraphModule):
+                found.append(obj)
+        except ReferenceError:  # a dead weak proxy among the objects
+            continue
+    return found
+
+
+def _has_save_calls(graph: torch.fx.Graph) -> bool:
+    return any(str(n.target).startswith("npu.save_npugraph_tensor") for n in graph.nodes)

@@ -4,7 +4,8 @@
 
 A process of its own per version: torchair's generated `ge_ir` protobuf module registers `ge_ir.proto` in
 protobuf's default descriptor pool, and two versions' differing files of that name cannot share one process.
-Writes {"results": [...], "notes": {model: why it has no counts}} to --out.
+Writes {"results": [...], "notes": {model: why it has no counts}, "acl_notes": [[model, mode, why]]} to --out;
+the aclgraph runs of a model are judged after its GE run (acl_judge.py), each a line of its own (its mode).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from . import dump_scope, evaluate, fx_files, ge_dump, ge_graph, ge_interp, graph_count, truth
+from . import acl_judge, dump_scope, evaluate, fx_files, ge_dump, ge_graph, ge_interp, graph_count, truth
 from .versions import version as version_of
 
 # The targets torchair 2.14's pattern replacements create (patterns/*.py, replace_fn): a node of one of them in the
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torchair_version = version_of(args.version)
     ir = ge_graph.load_ir_module(args.torchair / "torchair")
-    results, notes = [], {}
+    results, notes, acl_notes_out = [], {}, []
     catalogue = args.runs / "catalogue.json"
     listed = json.loads(catalogue.read_text()) if catalogue.exists() else {"models": [], "skipped": {}}
     names = listed["models"]
@@ -153,10 +154,16 @@ def main(argv=None) -> int:
             result = evaluate.ModelResult(args.version, name)
             notes[name] = f"HARNESS ERROR: {exc}"
         results.append(asdict(result))
+        if (model_dir / "capture.json").exists():  # the aclgraph runs: their own lines of the table
+            acl_results, acl_notes = acl_judge.judge_acl(
+                args.version, model_dir, json.loads((model_dir / "capture.json").read_text()), args.tcmp
+            )
+            results.extend(asdict(r) for r in acl_results)
+            acl_notes_out.extend([name, mode, note] for mode, note in acl_notes.items())
         print(f"  {name:22s} judged", flush=True)
     if not names:
         notes["*"] = "HARNESS ERROR: the capture did not start"
-    args.out.write_text(json.dumps({"results": results, "notes": notes}))
+    args.out.write_text(json.dumps({"results": results, "notes": notes, "acl_notes": acl_notes_out}))
     return 0
 
 

@@ -11,6 +11,7 @@ from .evaluate import ModelResult
 COLUMNS = (
     ("version", "torchair"),
     ("model", "model"),
+    ("mode", "mode"),
     ("rows", "rows"),
     ("fails", "FAIL"),
     ("false_fails", "false FAIL"),
@@ -26,6 +27,7 @@ COLUMNS = (
     ("scope_wrong", "scope wrong"),
     ("wrong_pairs", "wrong pairs (info)"),
     ("named_not_compared", "named uncompared (info)"),
+    ("by_design_with_partner", "by design w/ partner (info)"),
 )
 
 
@@ -39,15 +41,16 @@ def _cell(result: ModelResult, field: str) -> str:
 
 
 def table(results: list[ModelResult], notes: dict) -> str:
-    """A Markdown table (it reads as plain text too). `notes` maps (version, model) to why a line has no counts."""
+    """A Markdown table (it reads as plain text too). `notes` maps (version, model, mode) to why a line has no
+    counts."""
     header = [title for _, title in COLUMNS] + ["verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in results:
-        note = notes.get((r.version, r.model))
+        note = notes.get((r.version, r.model, r.mode))
         if note is not None:
-            cells = [r.version, r.model] + ["-"] * (len(COLUMNS) - 2) + [note]
+            cells = [r.version, r.model, r.mode] + ["-"] * (len(COLUMNS) - 3) + [note]
         elif r.refused is not None:
-            cells = [r.version, r.model] + ["-"] * (len(COLUMNS) - 2) + [f"tcmp refused: {r.refused}"]
+            cells = [r.version, r.model, r.mode] + ["-"] * (len(COLUMNS) - 3) + [f"tcmp refused: {r.refused}"]
         else:
             cells = [_cell(r, f) for f, _ in COLUMNS] + ["pass" if r.passed else "FAIL"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
@@ -58,12 +61,13 @@ def examples(results: list[ModelResult], per_kind: int = 1) -> str:
     """The first item of each failing kind per version: what a reader of the table looks at first."""
     out = []
     kinds = ("false_fails", "missing_ops", "unexplained_no_partner", "by_design_without_reason", "stack_wrong",
-             "clean_fails", "clean_first", "scope_wrong", "wrong_pairs", "named_not_compared")  # fmt: skip
+             "clean_fails", "clean_first", "scope_wrong", "wrong_pairs", "named_not_compared",
+             "by_design_with_partner")  # fmt: skip
     for kind in kinds:
         for version in sorted({r.version for r in results}):
-            items = [(r.model, item) for r in results if r.version == version for item in getattr(r, kind)]
-            for model, item in items[:per_kind]:
-                out.append(f"{kind} [{version} {model}] {item}")
+            items = [(r.model, r.mode, item) for r in results if r.version == version for item in getattr(r, kind)]
+            for model, mode, item in items[:per_kind]:
+                out.append(f"{kind} [{version} {model} {mode}] {item}")
     return "\n".join(out)
 
 

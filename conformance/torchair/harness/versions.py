@@ -18,6 +18,10 @@ class TorchairVersion:
     ge_rank_dirs: bool  # GE dumps under worldsize{W}_global_rank{R}/ (torchair >= 2025-08)
     torch_shims: tuple[str, ...] = ()  # harness/torch_compat.py: what an older torchair needs of a newer torch
     pip_extra: tuple[str, ...] = ()  # extra requirements of this torchair, installed into the shared venv
+    # the aclgraph dump runs (harness/capture.py ACL_RUNS) this wheel has: torchair's reduce-overhead with
+    # dump_config.enable_dump and data_dump_stage, and the npugraph_ex backend with dump_tensor_data (torch-npu
+    # 2.14; 2.5.1's torchair has neither the stage nor the save op, and the wheel no npugraph_ex)
+    aclgraph_runs: tuple[str, ...] = ()
 
 
 VERSIONS = (
@@ -27,6 +31,7 @@ VERSIONS = (
         wheel_built="2025-10",
         torch_wanted="2.14.0",
         ge_rank_dirs=True,
+        aclgraph_runs=("ro_original", "ro_optimized", "ngx_original", "ngx_optimized"),
     ),
     TorchairVersion(
         key="2.5.1",

@@ -9,6 +9,8 @@ bridge to the NPU and cannot load here, so this package provides only what torch
   captures them and torchair's own converters convert them; and those of torchair's pattern passes (the fused
   ones and what they replace: `_quant_ops`, torch_npu 2.14's schemas, CPU kernels from its documented formulas);
 - `torch_npu.npu`: device id 0, a device name, the hf32 switches and the CANN version check torchair reads;
+  the NPU graph capture of its aclgraph path, run on CPU (`npu/graphs.py`, `_C`), and `save_npugraph_tensor`,
+  its aclgraph dump op, writing what torch_npu's NPU path writes with torch_npu's own code (`_save_op`);
 - `Tensor.is_npu`, which torch_npu adds to torch's tensor class (False: every tensor here is a CPU tensor).
 
 Nothing of torchair is replaced by it.
@@ -16,7 +18,7 @@ Nothing of torchair is replaced by it.
 
 import torch
 
-from . import _cpu_ops, npu  # noqa: F401 — registering the operators is the import's purpose
+from . import _C, _cpu_ops, _save_op, npu  # noqa: F401 — registering the operators is the import's purpose
 
 __version__ = "standin"
 
@@ -33,8 +35,26 @@ npu_add_rms_norm_quant = torch.ops.npu.npu_add_rms_norm_quant
 npu_add_rms_norm_dynamic_quant = torch.ops.npu.npu_add_rms_norm_dynamic_quant
 npu_transpose_batchmatmul = torch.ops.npu.npu_transpose_batchmatmul
 
+
+def get_npu_format(tensor):
+    return 2  # ACL_FORMAT_ND: CPU tensors have no internal format
+
+
 if not hasattr(torch, "npu"):  # torch_npu registers itself as torch's `npu` device module (converters read it)
     torch.npu = npu
 
 if not hasattr(torch.Tensor, "is_npu"):
     torch.Tensor.is_npu = property(lambda self: self.device.type == "npu")
+
+
+def npugraph_ex_backend(gm, example_inputs, **kwargs):
+    """torch_npu's `npugraph_ex` dynamo backend (torch_npu/dynamo/__init__.py `_exec`): npugraph_ex's compiler
+    with its mode set, the `options` of torch.compile passed on. npugraph_ex is the wheel's own package."""
+    import npugraph_ex
+
+    config = npugraph_ex.CompilerConfig()
+    config.mode = "npugraph_ex"
+    return npugraph_ex.get_npu_backend(compiler_config=config)(gm, example_inputs, **kwargs)
+
+
+torch._dynamo.register_backend(npugraph_ex_backend, "npugraph_ex")

@@ -35,6 +35,16 @@ _SCHEMAS = {
         " int key_antiquant_mode=0, int value_antiquant_mode=0) -> (Tensor, Tensor)"
     ),
 }
+# what torchair's aclgraph path replaces the op with (`acl_graph.py` `_REPLACE_FUNC_MAP`: a workspace sized
+# once, then the out= form), with the same reduced argument list and torch_npu's `workspace`/out arguments
+_FIA_ARGS = _SCHEMAS["npu_fused_infer_attention_score"].split("(", 1)[1].rsplit(") ->", 1)[0]
+_SCHEMAS["_npu_fused_infer_attention_score_get_max_workspace"] = (
+    f"_npu_fused_infer_attention_score_get_max_workspace({_FIA_ARGS}) -> Tensor"
+)
+_SCHEMAS["npu_fused_infer_attention_score.out"] = (
+    # torchair passes the two outputs as `out=[attention_out, softmax_lse]` (acl_graph.construct_and_add_output)
+    f"npu_fused_infer_attention_score.out({_FIA_ARGS}, Tensor? workspace=None, Tensor(a!)[] out) -> (Tensor, Tensor)"
+)
 for _schema in (*_SCHEMAS.values(), *_quant_ops.SCHEMAS.values()):
     _LIB.define(_schema)
 
@@ -106,6 +116,22 @@ def _fused_infer_attention_score_fake(query, key, value, **unused):
     return torch.empty_like(query), query.new_empty([1], dtype=torch.float32)
 
 
+def _fused_infer_attention_score_out_cpu(query, key, value, *, workspace=None, out, **kw):
+    attention_out, softmax_lse = out
+    result, lse = _fused_infer_attention_score_cpu(query, key, value, **kw)
+    attention_out.copy_(result)
+    softmax_lse.copy_(lse)
+    return attention_out, softmax_lse
+
+
+def _fused_infer_attention_score_out_fake(query, key, value, *, workspace=None, out, **kw):
+    return out[0], out[1]
+
+
+def _workspace(query, key, value, **unused):
+    return query.new_empty([1], dtype=torch.uint8)
+
+
 _IMPLS = {
     "npu_rms_norm": (_rms_norm_cpu, _rms_norm_fake),
     "npu_add_rms_norm": (_add_rms_norm_cpu, _add_rms_norm_fake),
@@ -113,6 +139,11 @@ _IMPLS = {
     "_npu_dtype_cast": (_dtype_cast, lambda x, dtype: torch.empty_like(x, dtype=dtype)),
     "npu_dtype_cast": (_dtype_cast, lambda x, dtype: torch.empty_like(x, dtype=dtype)),
     "npu_fused_infer_attention_score": (_fused_infer_attention_score_cpu, _fused_infer_attention_score_fake),
+    "npu_fused_infer_attention_score.out": (
+        _fused_infer_attention_score_out_cpu,
+        _fused_infer_attention_score_out_fake,
+    ),
+    "_npu_fused_infer_attention_score_get_max_workspace": (_workspace, _workspace),
 }
 
 
