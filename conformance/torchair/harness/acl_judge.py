@@ -56,6 +56,17 @@ EAGER_TOLERANCE = 2e-2
 COMPARE_JOBS = 6  # judge.EAGER_TOLERANCE: the stand-in's replay against eager torch
 
 
+def stage_options(run: str, golden: str) -> tuple[str, ...]:
+    """The stage flags a user passes for these dumps: what torchair's `data_dump_stage` was for each aclgraph side
+    (in the optimized stage a save's counter counts captures, not steps: tcmp needs to be told)."""
+    flags: tuple[str, ...] = ()
+    if run.endswith("_optimized"):
+        flags += ("--target-stage", "optimized")
+    if golden != "fx" and golden.endswith("_optimized"):
+        flags += ("--golden-stage", "optimized")
+    return flags
+
+
 def _nodes(graphs: dict) -> dict:
     return {n["name"]: n for nodes in graphs.values() for n in nodes}
 
@@ -99,7 +110,8 @@ def evaluate_acl(version: str, model: str, mode: str, truth: dict, golden: str, 
     if compared.refused is not None:
         return result
     by_name = {Path(f["file"]).name: f for f in truth["files"]}
-    fault_tokens = {f["k"] for f in truth["files"] if f["faulted"]}
+    # the token a report names is the step the file holds (the counter k counts captures in the optimized stage)
+    fault_tokens = {f["step"] for f in truth["files"] if f["faulted"]}
     in_table, fault_failed = set(), set()
     for row in compared.table:
         match = _API.match(row["API Name"])
@@ -118,7 +130,7 @@ def evaluate_acl(version: str, model: str, mode: str, truth: dict, golden: str, 
         if failed and not file["faulted"]:
             result.false_fails.append(label)
         if failed and file["faulted"]:
-            fault_failed.add(file["k"])
+            fault_failed.add(file["step"])
         if Path(bench).name not in {Path(p).name.split("[")[0] for p in _golden_partners(file, golden, truth)}:
             result.wrong_pairs.append(f"{label}: the golden does not hold this file's value (step {file['step']})")
     result.fault_fails = bool(fault_tokens) and fault_failed == fault_tokens
@@ -186,9 +198,11 @@ def judge_acl(version: str, model_dir: Path, record: dict, tcmp: Path) -> tuple[
             golden_dir = model_dir / golden
             suffix = run if golden == "fx" else f"{run}_vs_{golden}"
             report = model_dir / f"report_{suffix}"
+            stages = stage_options(run, golden)
             futures.append((
-                pool.submit(run_tcmp, tcmp, model_dir / f"{run}{FAULT_SUFFIX}", golden_dir, report),
-                pool.submit(run_tcmp, tcmp, model_dir / run, golden_dir, report.with_name(f"{report.name}_clean")),
+                pool.submit(run_tcmp, tcmp, model_dir / f"{run}{FAULT_SUFFIX}", golden_dir, report, stages),
+                pool.submit(run_tcmp, tcmp, model_dir / run, golden_dir, report.with_name(f"{report.name}_clean"),
+                            stages),
             ))  # fmt: skip
         for (mode, run, golden, truth, golden_truth), (compared, clean) in zip(planned, futures):
             if golden == "fx":

@@ -38,10 +38,10 @@ class CompareOutput:
     summary: Optional[dict] = None
 
 
-def run_tcmp(tcmp: Path, target: Path, golden: Path, out: Path) -> CompareOutput:
+def run_tcmp(tcmp: Path, target: Path, golden: Path, out: Path, extra: tuple[str, ...] = ()) -> CompareOutput:
     out.mkdir(parents=True, exist_ok=True)
     command = [str(tcmp), "compare", "--mode", "torchair", "--target_path", str(target), "--golden_path",
-               str(golden), "--output_path", str(out)]  # fmt: skip
+               str(golden), "--output_path", str(out), *extra]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     (out / "console.txt").write_text(proc.stdout + proc.stderr)
     summaries = sorted(out.glob("*_summary.json"))

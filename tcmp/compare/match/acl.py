@@ -24,7 +24,7 @@ from typing import Optional
 from tcmp.compare.match.context import MatchResult, TokenContext
 from tcmp.compare.match.executions import FxCall, GeExecution, TensorMeta
 from tcmp.compare.records import TensorRef, UnmatchedKind
-from tcmp.compare.rules.torchair import NOOP_TARGETS, PATTERN_BY_FUSED
+from tcmp.compare.rules.torchair import NOOP_TARGETS, PATTERN_BY_FUSED, VIEW_TARGET
 from tcmp.schemas.dump_records import IO, FileSummary, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile
 from tcmp.schemas.errors import DumpError
@@ -33,6 +33,9 @@ from tcmp.schemas.fx_dump import read_npy_header
 # node names of a graph's inputs as dynamo / AOT autograd spell them (`arg0_1`, `primals_3`, `l_x_`, `L_self_w_`)
 _PLACEHOLDER = re.compile(r"(arg\d+_\d+|primals_\d+|tangents_\d+|[lL]_\w*_)")
 _GETITEM = re.compile(r"getitem(_\d+)?")
+# nodes a pattern replacement inserts are named after the op overload (`view_default`, `_to_copy_default_1`); dynamo
+# and AOT autograd name theirs after the op packet (`view`, `view_1`)
+_REPLACEMENT = re.compile(r"\w+_default(_\d+)?")
 GETITEM_TARGET = "operator.getitem"
 
 GETITEM_WHY = (
@@ -93,6 +96,12 @@ def _missing_why(node: str, golden: str, fused: bool) -> tuple[str, UnmatchedKin
         return GETITEM_WHY, UnmatchedKind.BY_DESIGN
     if _PLACEHOLDER.fullmatch(node):
         return PLACEHOLDER_WHY, UnmatchedKind.BY_DESIGN
+    if _REPLACEMENT.fullmatch(node):
+        return (
+            f"node {node} is one torchair's pattern replacement made in the optimized stage (the replacement graph's "
+            f"nodes are named after their op overload, `view_default`); the {golden} has the nodes it replaced",
+            UnmatchedKind.BY_DESIGN,
+        )
     if fused:
         return (
             f"node {node} is a pattern fusion torchair's FX passes made in the optimized stage (its target is one of "
@@ -125,6 +134,18 @@ def _same_shape_call(call: FxCall, stored: Mapping[Path, TensorSummary]) -> bool
         return False
 
 
+def _holds_object(f: DumpFile, stored: Mapping[Path, TensorSummary]) -> bool:
+    """Is an FX output file a pickled object (a dict or list the node returned, saved by the FX dumper as one object
+    array), whose tensors aclgraph saves through the node's getitem users?"""
+    summary = stored.get(f.path)
+    if summary is not None:
+        return summary.dtype == "object"
+    try:
+        return read_npy_header(f.path).dtype.kind == "O"
+    except (DumpError, OSError):
+        return False
+
+
 def _noop_named(node: str) -> Optional[str]:
     """The no-op target a node name spells (`view_6` is an `aten.view.default`'s), None for others."""
     base = re.sub(r"_\d+$", "", node)
@@ -133,8 +154,24 @@ def _noop_named(node: str) -> Optional[str]:
 
 def _fused_name(node: str) -> bool:
     """Does a node name spell one of torchair's pattern-fused targets (`npu_add_rms_norm_cast`, `…_1`)?"""
-    base = re.sub(r"(_default)?(_\d+)?$", "", node)
-    return any(fused.split(".")[1] == base for fused in PATTERN_BY_FUSED)
+    return any(_spelled(fused) == _node_base(node) for fused in PATTERN_BY_FUSED)
+
+
+# the patterns with a view form (patterns/add_rms_norm_cast.py, add_rms_norm_dynamic_quant.py's pattern2)
+_VIEW_FORMS = frozenset({"npu.npu_add_rms_norm_cast.default", "npu.npu_add_rms_norm_dynamic_quant.default"})
+
+
+def _pattern_replaced(target: str, token_targets: frozenset[str]) -> Optional[str]:
+    """Why a golden node of `target` has no aclgraph save when a torchair pattern fusion replaced it: it is a
+    pattern's anchor or consumer, and the token's golden holds the anchor and a consumer both (the optimized stage
+    saves the fused node, or only its getitems when it has several outputs). None when no pattern explains it."""
+    for pattern in PATTERN_BY_FUSED.values():
+        # a pattern's view form replaces the view between anchor and consumer too (`cast(y.view(-1, h))`)
+        members = (pattern.anchor, *pattern.consumer, *((VIEW_TARGET,) if pattern.fused in _VIEW_FORMS else ()))
+        if target in members and pattern.anchor in token_targets and token_targets.intersection(pattern.consumer):
+            return (f"replaced by torchair's pattern fusion into {pattern.fused} ({pattern.source}) in the optimized "
+                    "stage, which saves the fused node (through its getitems when it has several outputs)")  # fmt: skip
+    return None
 
 
 def match_acl_fx(
@@ -179,14 +216,20 @@ def match_acl_fx(
             continue
         ctx.pair(e, IO.OUTPUT, 0, ctx.fx_ref(output, IO.OUTPUT, 0))
     result = ctx.result
+    token_targets = frozenset(c.target for found in calls.values() for c in found)
     for f in golden_files:
         if f.path in result.used_golden:
             continue
         call_of = by_node.get(f.op_name, [])
         if f.io is IO.INPUT:
             result.golden_reasons[f.path] = (FX_INPUT_WHY, UnmatchedKind.BY_DESIGN)
-        elif any(len(c.outputs) > 1 for c in call_of):
+        elif any(len(c.outputs) > 1 for c in call_of) or _holds_object(f, fx_stored):
             result.golden_reasons[f.path] = (MULTI_OUTPUT_WHY, UnmatchedKind.BY_DESIGN)
+        elif f.op_type is not None and (fused_why := _pattern_replaced(f.op_type, token_targets)) is not None:
+            result.golden_reasons[f.path] = (
+                f"no aclgraph save of node {f.op_name}: {fused_why}",
+                UnmatchedKind.BY_DESIGN,
+            )
         elif f.op_type in NOOP_TARGETS and any(_same_shape_call(c, fx_stored) for c in call_of):
             why = (f"no aclgraph save of node {f.op_name}: a no-op ({f.op_type}, its output of its input's shape) "
                    "torchair's FX passes remove in the optimized stage (remove_noop_ops)")  # fmt: skip
@@ -195,6 +238,37 @@ def match_acl_fx(
             why = f"no aclgraph file of this token saves node {f.op_name}"
             result.golden_reasons[f.path] = (why, UnmatchedKind.NO_PARTNER)
     return result
+
+
+ACL_GETITEM_WHY = (
+    "getitem of a multi-output node: each graph numbers its getitems (torchair's passes between the stages remove "
+    "some and make others), and no file name says which node and output a getitem takes"
+)
+
+
+def _node_base(node: str) -> str:
+    """The op a node name spells: `bmm_2` → `bmm`, `npu_add_rms_norm_cast_1` → `npu_add_rms_norm_cast`."""
+    return re.sub(r"(_default)?(_\d+)?$", "", node)
+
+
+def _spelled(target: str) -> str:
+    """The node name base an FX target gives its nodes (`aten.bmm.default` → `bmm`)."""
+    parts = target.split(".")
+    return parts[1] if len(parts) > 1 else target
+
+
+def _pattern_replaced_by_name(node: str, target_bases: frozenset[str], saves_getitems: bool) -> Optional[str]:
+    """`_pattern_replaced` for an aclgraph golden, which names no targets: the golden node's name spells a pattern's
+    anchor or consumer, the target's token saves no node of that name, and it saves a node whose name spells the
+    pattern's fused target — or, for a fused node of several outputs (saved only through its getitems), getitems."""
+    base = _node_base(node)
+    for pattern in PATTERN_BY_FUSED.values():
+        members = {_spelled(t) for t in (pattern.anchor, *pattern.consumer)}
+        fused_saved = _spelled(pattern.fused) in target_bases or saves_getitems
+        if base in members and base not in target_bases and fused_saved:
+            return (f"replaced by torchair's pattern fusion into {pattern.fused} ({pattern.source}) in the optimized "
+                    "stage")  # fmt: skip
+    return None
 
 
 def match_acl_acl(ctx: TokenContext, target: Sequence[GeExecution], golden: Sequence[GeExecution]) -> MatchResult:
@@ -207,17 +281,28 @@ def match_acl_acl(ctx: TokenContext, target: Sequence[GeExecution], golden: Sequ
         g = by_node.get(e.op_name)
         if g is None:
             why, kind = _missing_why(e.op_name, "golden aclgraph dump", _fused_name(e.op_name))
-            if kind is UnmatchedKind.BY_DESIGN and not _fused_name(e.op_name):  # the golden saves those too
+            if _GETITEM.fullmatch(e.op_name):
+                why = ACL_GETITEM_WHY
+            elif kind is UnmatchedKind.BY_DESIGN and not (
+                _fused_name(e.op_name) or _REPLACEMENT.fullmatch(e.op_name)
+            ):  # the golden saves those too
                 why, kind = f"no node {e.op_name} in this token of the golden aclgraph dump", UnmatchedKind.NO_PARTNER
             (ctx.by_design if kind is UnmatchedKind.BY_DESIGN else ctx.no_partner)(e, IO.OUTPUT, 0, why)
             continue
         meta = g.outputs[0]
         ctx.pair(e, IO.OUTPUT, 0, TensorRef(g.files, IO.OUTPUT, 0, stored=meta.stored, raw_deleted=g.raw_deleted))
+    target_bases = frozenset(_node_base(e.op_name) for e in target)
+    saves_getitems = any(_GETITEM.fullmatch(e.op_name) for e in target)
     for g in golden:
         if not any(f.path in ctx.result.used_golden for f in g.files):
             why, kind = f"no aclgraph file of this token of the target saves node {g.op_name}", UnmatchedKind.NO_PARTNER
             noop = _noop_named(g.op_name)
-            if noop is not None:  # an aclgraph dump names no targets: the node name spells the op
+            fused_why = _pattern_replaced_by_name(g.op_name, target_bases, saves_getitems)
+            if _GETITEM.fullmatch(g.op_name):
+                why, kind = ACL_GETITEM_WHY, UnmatchedKind.BY_DESIGN
+            elif fused_why is not None:
+                why, kind = f"no aclgraph save of node {g.op_name} in the target: {fused_why}", UnmatchedKind.BY_DESIGN
+            elif noop is not None:  # an aclgraph dump names no targets: the node name spells the op
                 why = (f"no aclgraph save of node {g.op_name} in the target: a no-op ({noop}, by its name) torchair's "
                        "FX passes remove in the optimized stage (remove_noop_ops)")  # fmt: skip
                 kind = UnmatchedKind.BY_DESIGN
