@@ -190,3 +190,58 @@ def test_the_index_route_gives_the_raw_routes_verdicts(tmp_path, stage):
         return {(u.role, u.token, u.op_name, u.io, u.index, u.kind, u.reason) for u in rank.unmatched}
 
     assert listed(indexed) == listed(raw)
+
+
+def _bmm_transpose_dumps(root: Path, with_consumer: bool) -> tuple[Path, Path]:
+    """torchair's batch_matmul_transpose pattern: the FX golden has `bmm` then `transpose` of it; the optimized
+    stage saves the fused `npu_transpose_batchmatmul` instead (when `with_consumer` is False the golden has no
+    transpose, so no pattern was there to fuse: bmm's missing save is a real gap)."""
+    g = torch.Generator().manual_seed(7)
+    x1, x2 = torch.randn(2, 3, 4, generator=g), torch.randn(2, 4, 5, generator=g)
+    bmm = torch.bmm(x1, x2)
+    transposed = bmm.transpose(0, 1)
+    acl = root / "acl" / RANK
+    acl.mkdir(parents=True)
+    torch.save(x1.clone(), acl / "arg0_1_device_0_0.pt")
+    torch.save(x2.clone(), acl / "arg1_1_device_0_0.pt")
+    torch.save(transposed.contiguous().clone(), acl / "npu_transpose_batchmatmul_device_0_0.pt")
+    fx = root / "fx" / RANK / "graph_1" / "0"
+    fx.mkdir(parents=True)
+    np.save(fx / "bmm-aten.bmm.default.INPUT.0.20261202083000000010.npy", x1.numpy())
+    np.save(fx / "bmm-aten.bmm.default.INPUT.1.20261202083000000010.npy", x2.numpy())
+    np.save(fx / "bmm-aten.bmm.default.OUTPUT.0.20261202083000000010.npy", bmm.numpy())
+    if with_consumer:
+        np.save(fx / "transpose-aten.transpose.int.INPUT.0.20261202083000000020.npy", bmm.numpy())
+        np.save(fx / "transpose-aten.transpose.int.OUTPUT.0.20261202083000000020.npy", transposed.contiguous().numpy())
+    return root / "acl", root / "fx"
+
+
+@pytest.mark.parametrize("with_consumer", [True, False])
+def test_golden_nodes_a_pattern_fusion_replaced_are_by_design(tmp_path, with_consumer):
+    target, golden = _bmm_transpose_dumps(tmp_path, with_consumer)
+    _, rank = compare(target, golden, target_stage=AclStage.OPTIMIZED)
+    outputs = {u.op_name: u for u in rank.unmatched if u.role is Role.GOLDEN and u.io.value == "output"}
+    if with_consumer:
+        assert {n: u.kind for n, u in outputs.items()} == {"bmm": UnmatchedKind.BY_DESIGN,
+                                                          "transpose": UnmatchedKind.BY_DESIGN}  # fmt: skip
+        assert all("npu_transpose_batchmatmul" in u.reason and "pattern fusion" in u.reason for u in outputs.values())
+    else:  # no consumer: nothing torchair fuses, so bmm's missing save is looked at
+        assert outputs["bmm"].kind is UnmatchedKind.NO_PARTNER
+
+
+def test_a_container_output_the_fx_dumper_pickled_whole_is_by_design(tmp_path):
+    """A node returning a dict: the FX dumper saves OUTPUT.0 as one object array, aclgraph saves the getitems."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, generator=g)
+    acl = tmp_path / "acl" / RANK
+    acl.mkdir(parents=True)
+    torch.save(x.clone(), acl / "arg0_1_device_0_0.pt")
+    torch.save((x * 2).clone(), acl / "getitem_device_0_0.pt")
+    fx = tmp_path / "fx" / RANK / "graph_1" / "0"
+    fx.mkdir(parents=True)
+    np.save(fx / "pack-my.pack.default.INPUT.0.20261202083000000010.npy", x.numpy())
+    np.save(fx / "pack-my.pack.default.OUTPUT.0.20261202083000000010.npy",
+            np.array({"double": (x * 2).numpy()}, dtype=object), allow_pickle=True)  # fmt: skip
+    _, rank = compare(tmp_path / "acl", tmp_path / "fx")
+    (item,) = [u for u in rank.unmatched if u.role is Role.GOLDEN and u.op_name == "pack" and u.io.value == "output"]
+    assert item.kind is UnmatchedKind.BY_DESIGN and "getitem" in item.reason
