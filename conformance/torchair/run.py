@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     if harness_errors:
         return 2
     applicable = [r for r in results if not notes.get((r.version, r.model, r.mode), "").startswith("n/a")]
-    return 0 if all(r.passed for r in applicable) else 1
+    return 0 if all(r.passed or evaluate.known_gap(r) for r in applicable) else 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from .evaluate import ModelResult
+from .evaluate import ModelResult, known_gap
 
 COLUMNS = (
     ("version", "torchair"),
@@ -52,7 +52,9 @@ def table(results: list[ModelResult], notes: dict) -> str:
         elif r.refused is not None:
             cells = [r.version, r.model, r.mode] + ["-"] * (len(COLUMNS) - 3) + [f"tcmp refused: {r.refused}"]
         else:
-            cells = [_cell(r, f) for f, _ in COLUMNS] + ["pass" if r.passed else "FAIL"]
+            gap = known_gap(r)
+            verdict = "pass" if r.passed else (f"known gap: {gap}" if gap else "FAIL")
+            cells = [_cell(r, f) for f, _ in COLUMNS] + [verdict]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 

@@ -259,13 +259,14 @@ def _spelled(target: str) -> str:
 
 def _pattern_replaced_by_name(node: str, target_bases: frozenset[str], saves_getitems: bool) -> Optional[str]:
     """`_pattern_replaced` for an aclgraph golden, which names no targets: the golden node's name spells a pattern's
-    anchor or consumer, the target's token saves no node of that name, and it saves a node whose name spells the
-    pattern's fused target — or, for a fused node of several outputs (saved only through its getitems), getitems."""
+    anchor or consumer (the caller knows the target's token saves no node of that name), and the target's token
+    saves a node whose name spells the pattern's fused target — or, for a fused node of several outputs (saved only
+    through its getitems), getitems."""
     base = _node_base(node)
     for pattern in PATTERN_BY_FUSED.values():
         members = {_spelled(t) for t in (pattern.anchor, *pattern.consumer)}
         fused_saved = _spelled(pattern.fused) in target_bases or saves_getitems
-        if base in members and base not in target_bases and fused_saved:
+        if base in members and fused_saved:
             return (f"replaced by torchair's pattern fusion into {pattern.fused} ({pattern.source}) in the optimized "
                     "stage")  # fmt: skip
     return None

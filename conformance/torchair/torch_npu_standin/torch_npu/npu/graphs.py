@@ -39,7 +39,10 @@ def storage_at(data_ptr: int, nbytes: int):
         import gc
 
         for obj in gc.get_objects():  # a user input the capture has not seen yet
-            is_cpu_tensor = isinstance(obj, torch.Tensor) and obj.device.type == "cpu"
+            try:
+                is_cpu_tensor = isinstance(obj, torch.Tensor) and obj.device.type == "cpu"
+            except ReferenceError:  # a weakref proxy whose object is gone (gc lists those too)
+                continue
             if is_cpu_tensor and obj.untyped_storage().data_ptr() == data_ptr:
                 storage = obj.untyped_storage()
                 _storages[data_ptr] = storage
