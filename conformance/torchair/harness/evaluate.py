@@ -10,8 +10,9 @@ The checks (each an acceptance criterion of the conformance harness):
 - Stack Info: a row of a GE op named after an FX node must name in Stack Info the lines of harness/models.py the
   model ran that node's op from (truth.expected_stack_lines; at least one row per model is checked).
 - clean run: the same GE dump without the fault, compared again: no FAIL row and no first divergence.
-Two more counts inform without failing: rows whose two tensors are not the same tensor (wrong pairings, PASS or
-FAIL), and named GE outputs whose FX file exists but that no row compares.
+- wrong pair: a row whose two tensors are not the same tensor (PASS or FAIL), other than a GE-inserted conversion
+  checked against its own input (truth.self_check_is_right).
+One more count informs without failing: named GE outputs whose FX file exists but that no row compares.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class ModelResult:
         return (
             self.refused is None
             and not self.false_fails
+            and not self.wrong_pairs
             and self.fault_fails
             and self.fault_first
             and not self.missing_ops
@@ -174,7 +176,7 @@ def evaluate(
             result.false_fails.append(label)
         if failed and tensor.faulted and tensor.op == ge.fault_op and tensor.io == "output":
             fault_failed_steps.add(token)
-        if not truth.pair_is_right(tensor, bench):
+        if not (truth.pair_is_right(tensor, bench) or truth.self_check_is_right(tensor, bench)):
             result.wrong_pairs.append(label)
         lines = truth.expected_stack_lines(match["op"])
         if lines is not None:

@@ -25,7 +25,7 @@ COLUMNS = (
     ("clean_fails", "clean FAIL"),
     ("clean_first", "clean first div."),
     ("scope_wrong", "scope wrong"),
-    ("wrong_pairs", "wrong pairs (info)"),
+    ("wrong_pairs", "wrong pairs"),
     ("named_not_compared", "named uncompared (info)"),
     ("by_design_with_partner", "by design w/ partner (info)"),
 )

@@ -54,6 +54,9 @@ _VIEW_TARGETS = {
     "aten.transpose.int", "aten.t.default", "aten.squeeze.dim", "aten.unsqueeze.default", "aten.expand.default",
     "aten.slice.Tensor", "aten.select.int", "aten.alias.default",
 }  # fmt: skip
+# a row's bench naming a GE file's input (tcmp's self check of a GE-inserted conversion)
+_SELF_CHECK = re.compile(r"(?:Cast\()?(?P<file>\S+) input (?P<index>\d+)(?:\) .+)?")
+_CONVERSIONS = ("cast", "transdata")  # GE's conversion op types (Cast, TransData, TransDataRNN, …), lower case
 _RETURNS_INPUT_TARGETS = {"aten.expand.default", "aten.slice.Tensor", "aten.abs.default", "aten.logsumexp.default"}
 
 
@@ -66,6 +69,7 @@ class ModelTruth:
         self.converted = {n["name"]: n for nodes in converted.values() for n in nodes}
         self.ge_names = {t.fx_name for t in ge.tensors if t.io == "output" and t.fx_name}
         self.by_key = {(t.step, t.op, t.io, t.index): t for t in ge.tensors}
+        self.by_file = {(t.file.name, t.io, t.index): t for t in ge.tensors}
         # {FX node name: the models.py lines its stack must name} (judge.expected_lines)
         self.source_lines: dict = {}
 
@@ -126,6 +130,21 @@ class ModelTruth:
                 value is not None and value.ndim > 0 and element < len(value) and values_match(t.value, value[element])
             )
         return any(values_match(t.value, v) or _reshape_matches(t.value, v) for v in self._fx_candidates(f))
+
+    def self_check_is_right(self, t: GeTensor, bench: str) -> bool:
+        """Whether a row checks `t` against the input of a conversion whose outputs no FX tensor names (GE put it
+        in, or the converter made it without `_fx_tensor_name`; the bench is `{file} input {j}` or
+        `Cast({file} input {j}) …`) that, converted to t's dtype, holds t's value: tcmp's check of a cast against
+        its own input, or of such a cast's output read by another op."""
+        match = _SELF_CHECK.fullmatch(bench)
+        if match is None:
+            return False
+        source = self.by_file.get((match["file"], "input", int(match["index"])))
+        if source is None or not any(c in source.op_type.lower() for c in _CONVERSIONS):
+            return False
+        if any(x.fx_name for x in self.ge.tensors if x.file == source.file and x.io == "output"):
+            return False
+        return values_match(source.value.astype(t.value.dtype), t.value)
 
     def _from_constant(self, t: GeTensor) -> bool:
         return t.io == "input" and self.ge.graph.op(t.producer.producer).type in ("Const", "Constant")
