@@ -63,9 +63,6 @@ GE_MODE = "ge max-autotune"
 # its counts in the table; when it fails, its verdict is "known gap: …" and it does not fail the harness; when it
 # passes, it passes (and the entry should go).
 KNOWN_GAPS = {
-    **{("dynamic", mode): "two shapes are two captures; in the optimized stage tcmp does not guess which step a "
-       "capture's files hold, it lists them (tcmp/compare/collect/acl_stage.py)"
-       for mode in ("reduce-overhead optimized", "npugraph_ex optimized", "optimized vs original")},
     **{(model, mode): "the optimized stage saves the fused node only through getitems, which no file name ties "
        "to a node and output, so its outputs are not paired (docs/formats.md, aclgraph dumps)"
        for model in ("add_rms_norm_dynamic_quant_flatten",)

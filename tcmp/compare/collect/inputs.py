@@ -267,8 +267,8 @@ def collect_acl(
         theirs = [d for d in golden_dirs if d.rank == g_rank]
         golden_stage = stages[1] if golden_side is Side.ACL else AclStage.ORIGINAL  # an FX dump: one step per call
         staged = (
-            staged_tokens("target", mine, stages[0], theirs, golden_stage, sources[0], notes),
-            staged_tokens("golden", theirs, golden_stage, mine, stages[0], sources[1], notes),
+            staged_tokens("target", mine, stages[0], theirs, golden_stage, sources, notes),
+            staged_tokens("golden", theirs, golden_stage, mine, stages[0], (sources[1], sources[0]), notes),
         )
         unmatched += [unusable(Role.TARGET, t_rank, p) for p in staged[0][1]]
         unmatched += [unusable(Role.GOLDEN, g_rank, p) for p in staged[1][1]]
