@@ -45,6 +45,11 @@ def same_tensor(a: np.ndarray, b: np.ndarray) -> bool:
     return float(np.abs(a64 - b64).max()) <= tol * scale
 
 
+def same_elements(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same elements in another shape (a pattern's view form: the golden computed the fused output on a view)."""
+    return a.shape != b.shape and a.size == b.size > 1 and same_tensor(a, b.reshape(a.shape))
+
+
 def _numpy(tensor: torch.Tensor) -> np.ndarray:
     return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).numpy()
 
@@ -115,10 +120,12 @@ def prepare_run(model_dir: Path, run: str, result: dict) -> dict:
         values[relative] = (tensor, value)
         step = held[relative]
         partners = [name for name, fx in fx_by_step.get(step, []) if same_tensor(value, fx)]
+        reshaped = [name for name, fx in fx_by_step.get(step, []) if same_elements(value, fx)]
         files.append({
             "file": relative, "node": match["node"], "k": int(match["k"]), "step": step,
             "dtype": str(tensor.dtype).replace("torch.", ""), "shape": list(tensor.shape),
             "float": tensor.is_floating_point() and tensor.numel() > 0, "fx_partners": partners,
+            "fx_reshaped_partners": reshaped,
         })  # fmt: skip
     nodes = [n for graph in result["fx_graphs"].values() for n in graph]
     fault_node = _fault_node(nodes, files, fx_by_step)

@@ -132,6 +132,10 @@ def _run(model, mode: str, model_dir: Path) -> dict:
         config.dump_config.enable_dump = True
         config.dump_config.dump_path = str(work)
         config.dump_config.data_dump_stage = stage
+        # and torchair's graph dump of the optimized graph (fx2acl_converter writes it for the optimized stage
+        # only), from which tcmp reads which node and output each saved getitem takes
+        config.debug.graph_dump.type = "py"
+        config.debug.graph_dump.path = str(work)
         backend = torchair.get_npu_backend(compiler_config=config)
     else:
         # as a user does: tcmp's capture helpers switch the GE dump and the graph dump on (in ge/msprobe_ge_dump;

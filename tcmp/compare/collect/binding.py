@@ -14,6 +14,7 @@ from tcmp.compare.collect import guidance
 from tcmp.compare.collect.sources import UNREADABLE_INDEX, DumpSource, by_model, by_token
 from tcmp.compare.collect.stacks import with_stacks
 from tcmp.compare.records import CompareError, Unmatched
+from tcmp.schemas.acl_graph_dump import AclGraphDump
 from tcmp.schemas.dump_outline import DumpDir, DumpOutline, dump_names
 from tcmp.schemas.dump_records import Side
 from tcmp.schemas.dump_tree import GraphFile, graph_number_of
@@ -45,6 +46,7 @@ class Binding:
     target_dirs: tuple[DumpDir, ...]
     golden_dirs: tuple[DumpDir, ...]
     golden_label: str  # the golden directory these came from (FX graph dir or GE model dir)
+    acl_graph: Optional[AclGraphDump] = None  # an aclgraph target's graph dump: its getitems' nodes and outputs
 
 
 @dataclass

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Optional
 
 from tcmp.compare.collect import guidance
+from tcmp.compare.collect.acl_graphs import acl_graph_dump
 from tcmp.compare.collect.acl_stage import staged_tokens
 from tcmp.compare.collect.binding import BY_NAME_ONLY, Binder, Binding, GoldenKind, GraphCache, single_run
 from tcmp.compare.collect.scope import dump_selections
@@ -167,7 +168,7 @@ def collect(
     target_acl = [d for d in target_tree.dirs if d.side is Side.ACL]
     if target_acl and not _any_name_parses(target_ge):
         return collect_acl(target_tree, golden_tree, (target_source, golden_source), notes, rank, golden_run,
-                           acl_stages)  # fmt: skip
+                           acl_stages, graph)  # fmt: skip
     kind = _golden_kind(target_tree, golden_tree, notes)
     graphs, searched = _graph_files(target_tree, graph, notes)
     originals = [g for g in graphs if g.name.kind is GraphKind.ORIGINAL]
@@ -243,6 +244,7 @@ def collect_acl(
     rank: Optional[int],
     golden_run: Optional[str],
     stages: tuple[AclStage, AclStage],
+    graph: Optional[Path] = None,
 ) -> CompareInputs:
     """`collect` for an aclgraph target: one binding per rank, its directories (every graph of the process saves
     into one) with the golden's of that rank — an FX dump's graph directories (`--golden-run` picks one), or an
@@ -276,8 +278,10 @@ def collect_acl(
         if len(graphs) > 1:
             notes.append(f"rank {t_rank}: the golden's graph directories {', '.join(graphs)} compared together with "
                          "the aclgraph dump, which holds every graph of the process in one directory")  # fmt: skip
+        # the optimized stage's getitems: which node and output each takes is in torchair's graph dump only
+        acl_graph = acl_graph_dump(target_tree.root, graph, t_rank, notes) if stages[0] is AclStage.OPTIMIZED else None
         bindings.append(Binding(t_rank, ACL_MODEL, None, tuple(staged[0][0]), tuple(staged[1][0]),
-                                ", ".join(graphs) or ACL_MODEL))  # fmt: skip
+                                ", ".join(graphs) or ACL_MODEL, acl_graph))  # fmt: skip
     bound = {(d.path, d.side) for b in bindings for d in (*b.target_dirs, *b.golden_dirs)}
     unbound = [(role, d) for tree, role in ((target_tree, Role.TARGET), (golden_tree, Role.GOLDEN))
                for d in tree.dirs if (d.path, d.side) not in bound]  # fmt: skip

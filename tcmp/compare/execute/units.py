@@ -23,6 +23,7 @@ from tcmp.compare.match.token import match_token
 from tcmp.compare.records import Pair, Role, Unmatched, UnmatchedKind
 from tcmp.compare.report.outcome import Counts, Divergence, UnmatchedBatch
 from tcmp.compare.report.table import RenderedRows
+from tcmp.schemas.acl_graph_dump import AclGraphDump
 from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_records import IO, FileSummary, Side
 from tcmp.schemas.dump_tree import DumpFile, FileKind
@@ -49,6 +50,7 @@ class Unit:
     golden_dirs: Optional[tuple[DumpDir, ...]]  # None: this token is missing in the golden
     kind: GoldenKind
     dump_layers: Optional[frozenset[str]] = None  # the op names GE dumped (dump_layer); None: all of them
+    acl_graph: Optional[AclGraphDump] = None  # an aclgraph target's graph dump (Binding.acl_graph)
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def plan_units(binding: Binding, inputs: CompareInputs) -> tuple[list[Unit], lis
     for token, dirs in sorted(target_tokens.items()):
         golden = tuple(golden_tokens[token]) if token in golden_tokens else None
         units.append(Unit(binding.rank, label, binding.model, binding.graph, token, inputs.target, inputs.golden,
-                           tuple(dirs), golden, inputs.golden_kind, layers))  # fmt: skip
+                           tuple(dirs), golden, inputs.golden_kind, layers, binding.acl_graph))  # fmt: skip
     orphans = [d for token, dirs in sorted(golden_tokens.items()) if token not in target_tokens for d in dirs]
     return units, orphans
 
@@ -242,7 +244,7 @@ def _plan_acl_unit(
     fx_stored = {path: summary.tensors[0] for path, summary in stored.items() if summary.tensors}
     ctx = TokenContext(unit.rank, unit.token, unit.label, MatchResult(), fx_stored)
     if unit.kind is GoldenKind.FX:
-        result = match_acl_fx(ctx, executions, calls, golden, fx_stored)
+        result = match_acl_fx(ctx, executions, calls, golden, fx_stored, unit.acl_graph)
     else:
         result = match_acl_acl(ctx, executions, acl_executions(golden, stored))
     leftovers = _golden_leftovers([f for f in golden if f.path not in result.used_golden], {}, {},

@@ -9,7 +9,9 @@ node's single output) pairs with
 Where the stages differ (the optimized stage is the graph after torchair's FX passes) the behaviours table says
 why: no-op nodes removed (`rules.torchair.NOOP_TARGETS`), pattern-fused nodes made (`PATTERN_BY_FUSED`). aclgraph
 saves graph inputs and the getitem users of multi-output nodes, which the FX dumper does not write; which output
-of which node a getitem takes is in no file name, so those are listed by design, not guessed.
+of which node a getitem takes is in no file name but in torchair's graph dump of the optimized graph
+(`schemas.acl_graph_dump`): with it a getitem pairs with that output (`_pair_getitem`), without it it is listed
+by design, not guessed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tcmp.compare.match.context import MatchResult, TokenContext
 from tcmp.compare.match.executions import FxCall, GeExecution, TensorMeta
 from tcmp.compare.records import TensorRef, UnmatchedKind
 from tcmp.compare.rules.torchair import NOOP_TARGETS, PATTERN_BY_FUSED, VIEW_TARGET
+from tcmp.schemas.acl_graph_dump import AclGraphDump, GetItem
 from tcmp.schemas.dump_records import IO, FileSummary, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile
 from tcmp.schemas.errors import DumpError
@@ -40,7 +43,8 @@ GETITEM_TARGET = "operator.getitem"
 
 GETITEM_WHY = (
     "getitem of a multi-output node: the FX dumper writes the node's outputs (OUTPUT.i) instead, and no file name "
-    "says which node and output this getitem takes"
+    "says which node and output this getitem takes (torchair's graph dump of the optimized graph does: "
+    'config.debug.graph_dump.type = "py")'
 )
 PLACEHOLDER_WHY = "graph input (placeholder): the FX dumper writes no graph inputs, only their consumers' INPUT copies"
 FX_INPUT_WHY = "FX input of a node: aclgraph saves node outputs only; this is a copy of its producer's output"
@@ -174,20 +178,81 @@ def _pattern_replaced(target: str, token_targets: frozenset[str]) -> Optional[st
     return None
 
 
+def _pair_getitem(
+    ctx: TokenContext,
+    e: GeExecution,
+    item: GetItem,
+    graph: AclGraphDump,
+    by_node: Mapping[str, Sequence[FxCall]],
+    by_target: Mapping[str, Sequence[FxCall]],
+) -> bool:
+    """A saved getitem that torchair's graph dump ties to output `item.index` of node `item.source`, paired with
+    that output in the FX golden: the node's own output (a node both graphs have), or, for a node torchair's pattern
+    fusion made, the output of the replaced node it stands for. False when the graph dump does not tell."""
+    said = f"{e.op_name} is output {item.index} of {item.source} (torchair's graph dump)"
+    own = by_node.get(item.source)
+    pattern = PATTERN_BY_FUSED.get(graph.targets.get(item.source, ""))
+    if own:
+        call, index, reshaped = own[0], item.index, False
+        notes: tuple[str, ...] = (said,)
+        if len(own) > 1:
+            ctx.no_partner(e, IO.OUTPUT, 0, f"{said}; the golden FX dump has {len(own)} calls of {item.source} in "
+                                            "this token (several graphs): which one cannot be told")  # fmt: skip
+            return True
+    elif pattern is not None:
+        replaced = pattern.outputs[item.index] if item.index < len(pattern.outputs) else None
+        if replaced is None:
+            ctx.by_design(e, IO.OUTPUT, 0, f"{said}, a node torchair's pattern fusion ({pattern.source}) made from "
+                                           "nodes that had no such output")  # fmt: skip
+            return True
+        replaced_calls = [c for t in replaced.target for c in by_target.get(t, ())]
+        if len(replaced_calls) != 1:
+            why = (
+                f"{said}, which torchair's pattern fusion ({pattern.source}) made; the golden has "
+                f"{len(replaced_calls)} calls of the node it replaced ({' / '.join(replaced.target)}) in this "
+                "token: which one cannot be told"
+            )
+            ctx.by_design(e, IO.OUTPUT, 0, why)
+            return True
+        call, index = replaced_calls[0], replaced.index
+        notes = (f"{said}: pattern-fused by torchair ({pattern.source}), compared with {call.key}.OUTPUT.{index}",)
+        # a pattern's view form: the consumer computed the fused output's elements on a view of it
+        reshaped = pattern.anchor not in replaced.target and pattern.fused in _VIEW_FORMS
+        if reshaped:
+            notes += ("the golden may hold it in another shape (the pattern's view form): compared element by element",)
+    else:
+        return False
+    output = call.output(index)
+    if output is None:
+        ctx.no_partner(e, IO.OUTPUT, 0, f"{said}; golden node {call.node} has no OUTPUT.{index} file in this token")
+        return True
+    ctx.pair(e, IO.OUTPUT, 0, ctx.fx_ref(output, IO.OUTPUT, 0, reshaped=reshaped), notes)
+    return True
+
+
 def match_acl_fx(
     ctx: TokenContext,
     target: Sequence[GeExecution],
     calls: Mapping[str, Sequence[FxCall]],
     golden_files: Sequence[DumpFile],
     fx_stored: Mapping[Path, TensorSummary],
+    graph: Optional[AclGraphDump] = None,
 ) -> MatchResult:
-    """aclgraph target ↔ FX golden of one token, by node name (see the module)."""
+    """aclgraph target ↔ FX golden of one token, by node name (see the module); a getitem by torchair's graph dump
+    (`graph`) where there is one."""
     by_node = calls_by_node(calls)
+    by_target: dict[str, list[FxCall]] = defaultdict(list)
+    for found_calls in calls.values():
+        for c in found_calls:
+            by_target[c.target].append(c)
     for e in target:
         if e.error is not None:
             ctx.unreadable(e, f"unreadable target file: {e.error}")
             continue
         found = by_node.get(e.op_name)
+        item = graph.getitems.get(e.op_name) if graph is not None and not found else None
+        if item is not None and graph is not None and _pair_getitem(ctx, e, item, graph, by_node, by_target):
+            continue
         if not found:
             why, kind = _missing_why(e.op_name, "golden FX dump", _fused_name(e.op_name))
             (ctx.by_design if kind is UnmatchedKind.BY_DESIGN else ctx.no_partner)(e, IO.OUTPUT, 0, why)
