@@ -79,6 +79,21 @@ def test_a_golden_path_holding_a_ge_and_an_fx_dump_is_refused_naming_both(cli, s
     assert f"{shallow / 'ge_fusion_off' / 'msprobe_ge_dump'} (GE)" in line and "-gp" in line
 
 
+def test_an_aclgraph_save_among_ge_files_is_refused_naming_the_directory(cli, scenario, tmp_path):
+    import torch  # the dev extra: a real torch.save file
+
+    target = tmp_path / "T"
+    shutil.copytree(scenario.target, target)
+    rank_dir = next(p for p in target.rglob("worldsize1_global_rank0") if p.is_dir())
+    torch.save(torch.ones(3), rank_dir / "relu_device_0_0.pt")  # what torch_npu's save_npugraph_tensor names
+    result = compare(cli, target, scenario.golden_fx, tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    line = one_line(result)
+    assert "mixes two dumps in one directory" in line and "aclgraph and GE dump files" in line
+    assert str(rank_dir.parent) in line or str(rank_dir) in line
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
 def test_one_dump_with_several_ranks_is_one_dump(cli, tmp_path):
     two = write_scenario(tmp_path / "s", ScenarioConfig(model=ModelConfig(layers=1), tokens=1, ranks=2))
     result = compare(cli, two.target, two.golden_fx, tmp_path / "out")

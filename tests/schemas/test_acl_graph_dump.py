@@ -89,3 +89,20 @@ def test_oversized_input_is_refused(tmp_path, monkeypatch):
         read_graph_dumps([path])
     with pytest.raises(DumpError, match="unreadable"):
         read_graph_dumps([tmp_path / "missing.py"])
+
+
+def test_fx_never_gives_a_removed_nodes_name_to_a_new_node():
+    """What pairing two aclgraph stages' getitems by name rests on: torchair's optimized graph is a copy of the
+    graph the original stage runs, and FX names a node its passes add after the highest of its base name ever
+    used, so one name in both stages is one node."""
+    gm = make_fx(_model)(torch.randn(4, 8), torch.randn(8, 6))
+    nodes = {n.name: n for n in gm.graph.nodes}
+    removed = nodes["getitem_1"]
+    with gm.graph.inserting_after(removed):
+        added = gm.graph.call_function(operator.getitem, (nodes["var_mean"], 1))
+    removed.replace_all_uses_with(added)
+    gm.graph.erase_node(removed)
+    with gm.graph.inserting_after(added):
+        another = gm.graph.call_function(operator.getitem, (nodes["var_mean"], 0))
+    used = {"getitem", "getitem_1", "getitem_2", "getitem_3"}
+    assert added.name not in used and another.name not in used and added.name != another.name

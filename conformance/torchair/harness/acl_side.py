@@ -25,29 +25,11 @@ import numpy as np
 import torch
 
 from .fx_files import element, fx_files, is_numeric
+from .values import same_elements, values_match
 
 PT_NAME = re.compile(r"^(?P<node>.+)_device_(?P<device>\d+)_(?P<k>\d+)\.pt$")  # torch_npu's NPU path form
 RANK_DIR = "worldsize1_global_rank0"
 FAULT_SUFFIX = "_fault"
-
-
-def same_tensor(a: np.ndarray, b: np.ndarray) -> bool:
-    """ge_dump.values_match's rule (same shape, equal up to the coarser dtype's rounding), in this environment."""
-    if a.shape != b.shape:
-        return False
-    if a.size == 0:
-        return True
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    if not (np.isfinite(a64).all() and np.isfinite(b64).all()):
-        return bool(np.array_equal(a64, b64, equal_nan=True))
-    tol = max(2e-2 if a.dtype.itemsize <= 2 else 1e-4, 2e-2 if b.dtype.itemsize <= 2 else 1e-4)
-    scale = max(float(np.abs(b64).max()), float(np.abs(a64).max()), 1e-6)
-    return float(np.abs(a64 - b64).max()) <= tol * scale
-
-
-def same_elements(a: np.ndarray, b: np.ndarray) -> bool:
-    """The same elements in another shape (a pattern's view form: the golden computed the fused output on a view)."""
-    return a.shape != b.shape and a.size == b.size > 1 and same_tensor(a, b.reshape(a.shape))
 
 
 def _numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -119,7 +101,7 @@ def prepare_run(model_dir: Path, run: str, result: dict) -> dict:
         value = _numpy(tensor)
         values[relative] = (tensor, value)
         step = held[relative]
-        partners = [name for name, fx in fx_by_step.get(step, []) if same_tensor(value, fx)]
+        partners = [name for name, fx in fx_by_step.get(step, []) if values_match(value, fx)]
         reshaped = [name for name, fx in fx_by_step.get(step, []) if same_elements(value, fx)]
         files.append({
             "file": relative, "node": match["node"], "k": int(match["k"]), "step": step,
@@ -141,7 +123,7 @@ def prepare_run(model_dir: Path, run: str, result: dict) -> dict:
         held_by_step.setdefault(f["step"], []).append(values[f["file"]][1])
     fx_partnered = sorted(
         f"{step}/{name}" for step, items in fx_by_step.items() for name, fx in items
-        if any(same_tensor(v, fx) for v in held_by_step.get(step, []))
+        if any(values_match(v, fx) for v in held_by_step.get(step, []))
     )  # fmt: skip
     truth = {"run": run, "fault_node": fault_node, "files": files, "fx_partnered": fx_partnered,
              "steps_dumped": sorted(held_by_step)}  # fmt: skip
@@ -158,7 +140,7 @@ def _cross_partners(target: tuple, golden: tuple, target_run: str, golden_run: s
     for t in t_truth["files"]:
         t["partners_in"] = {golden_run: [
             Path(g["file"]).name for g in g_truth["files"]
-            if g["step"] == t["step"] and same_tensor(t_values[t["file"]][1], g_values[g["file"]][1])
+            if g["step"] == t["step"] and values_match(t_values[t["file"]][1], g_values[g["file"]][1])
         ]}  # fmt: skip
     for g in g_truth["files"]:
         g["partnered_by"] = {target_run: any(

@@ -29,6 +29,7 @@ from . import dump_scope, ge_interp
 from .fx_files import FxFile, element
 from .ge_graph import Edge, GeGraph, GeOp, graph_from_proto, read_graph_text, read_model_bytes
 from .run_inputs import load_inputs
+from .values import values_match
 
 GE_DUMP_DIR = "msprobe_ge_dump"  # tcmp.daemon.capture.GE_DUMP_DIR: enable_ge_dump's dump_path under its root
 
@@ -72,24 +73,6 @@ def _parse_fx_name(fx_name: str) -> tuple[str, tuple[str, ...]]:
         raise HarnessError(f"an _fx_tensor_name without .OUTPUT.: {fx_name}")
     parts = tuple(path.split("."))
     return f"{head}.OUTPUT.{parts[0]}", parts[1:]
-
-
-def tolerance(dtype) -> float:
-    return 2e-2 if np.dtype(dtype).itemsize <= 2 else 1e-4
-
-
-def values_match(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two arrays hold the same tensor, up to the rounding of the coarser dtype."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        return False
-    if a.size == 0:
-        return True
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    if not (np.isfinite(a64).all() and np.isfinite(b64).all()):
-        return bool(np.array_equal(a64, b64, equal_nan=True))
-    scale = max(float(np.abs(b64).max()), float(np.abs(a64).max()), 1e-6)
-    return float(np.abs(a64 - b64).max()) <= max(tolerance(a.dtype), tolerance(b.dtype)) * scale
 
 
 def fault(value: np.ndarray) -> np.ndarray:

@@ -20,7 +20,8 @@ from typing import Optional
 import numpy as np
 
 from .fx_files import FxFile, element, is_numeric
-from .ge_dump import GeSide, GeTensor, values_match
+from .ge_dump import GeSide, GeTensor
+from .values import same_elements, values_match
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ class ModelTruth:
             return (
                 value is not None and value.ndim > 0 and element < len(value) and values_match(t.value, value[element])
             )
-        return any(values_match(t.value, v) or _reshape_matches(t.value, v) for v in self._fx_candidates(f))
+        return any(values_match(t.value, v) or same_elements(t.value, v) for v in self._fx_candidates(f))
 
     def self_check_is_right(self, t: GeTensor, bench: str) -> bool:
         """Whether a row checks `t` against the input of a conversion whose outputs no FX tensor names (GE put it
@@ -238,11 +239,3 @@ class ModelTruth:
             if tensor_kwargs and not self.ge_has_partner(t):
                 return KWARG
         return None
-
-
-def _reshape_matches(value: np.ndarray, fx_value: np.ndarray) -> bool:
-    """The same elements in another shape: a view torchair's pattern fusion folded into the fused op."""
-    value, fx_value = np.asarray(value), np.asarray(fx_value)
-    if value.shape == fx_value.shape or value.size != fx_value.size:
-        return False
-    return values_match(value, fx_value.reshape(value.shape))

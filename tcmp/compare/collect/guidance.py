@@ -103,8 +103,19 @@ def several_dumps(role: str, path: Path, roots: Sequence[DumpTreeRoot]) -> str:
     """A target or golden path holding more than one dump (a GE and a fusion-off GE dump side by side, a GE and an
     FX dump): each one, and the option that takes one of them."""
     flag = "-tp/--target_path" if role == "target" else "-gp/--golden_path"
-    found = ", ".join(f"{r.path} ({'GE' if r.side is Side.GE else 'FX'})" for r in roots)
+    by_path: dict[Path, list[str]] = {}
+    for r in roots:
+        by_path.setdefault(r.path, []).append(_SIDE_NAMES[r.side])
+    mixed = {p: kinds for p, kinds in by_path.items() if len(kinds) > 1}
+    if mixed:  # no path option takes one of them: the files of two dumps share a directory
+        where = "; ".join(f"{p} holds {' and '.join(kinds)} dump files" for p, kinds in mixed.items())
+        return (f"the {role} path {path} mixes two dumps in one directory: {where}. tcmp compares one dump per "
+                "path: move the other dump's files into a directory of their own")  # fmt: skip
+    found = ", ".join(f"{r.path} ({_SIDE_NAMES[r.side]})" for r in roots)
     return f"the {role} path {path} holds {len(roots)} dumps: {found}; give one of them with {flag}"
+
+
+_SIDE_NAMES = {Side.GE: "GE", Side.FX: "FX", Side.ACL: "aclgraph", Side.GRAPH: "graph"}
 
 
 def not_a_ge_target(target_holds_fx: bool, golden_holds_ge: bool) -> str:
