@@ -186,7 +186,8 @@ def compare(
         typer.Option(
             "--graph",
             help="torchair's graph text file(s), a file or a directory, when they are not under the target path "
-            "(torchair's graph_dump.path; default: the working directory).",
+            "(torchair's graph_dump.path; default: the working directory). For an aclgraph target: its graph dump "
+            "of the optimized graph (dynamo_optimized_*.py), which says which output each saved getitem takes.",
         ),
     ] = None,
     target_stage: Annotated[

@@ -32,6 +32,8 @@ MAX_LINE = 1 << 20
 _ASSIGNMENT = re.compile(r"\s+(?P<name>[A-Za-z_]\w*)(?:\s*:\s*\"[^\"]*\")?\s*=\s*(?P<value>.+)")
 _GETITEM = re.compile(r"(?P<source>[A-Za-z_]\w*)\[(?P<index>\d+)\]\s*(?:;.*)?")
 _CALL = re.compile(r"torch\.ops\.(?P<target>[\w.]+)\(")
+_FORWARD = re.compile(r"\s+def forward\(self(?P<args>.*)\):\s*")
+_ARGUMENT = re.compile(r",\s*(?P<name>[A-Za-z_]\w*)(?:\s*:\s*\"[^\"]*\")?")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ class AclGraphDump:
     getitems: Mapping[str, GetItem]
     targets: Mapping[str, str]  # op node -> `npu.npu_add_rms_norm_dynamic_quant.default`
     ambiguous: frozenset[str]
+    inputs: frozenset[str] = frozenset()  # the graphs' inputs (`forward`'s parameters: `arg0_1`, …)
+
+    def has_node(self, name: str) -> bool:
+        return name in self.getitems or name in self.targets or name in self.inputs or name in self.ambiguous
 
 
 def parse_graph_dump_name(name: str) -> Optional[GraphDumpName]:
@@ -87,8 +93,13 @@ def read_graph_dumps(paths: Iterable[Path]) -> AclGraphDump:
     getitems: dict[str, GetItem] = {}
     targets: dict[str, str] = {}
     ambiguous: set[str] = set()
+    inputs: set[str] = set()
     for path in paths:
         for line in _lines(path):
+            forward = _FORWARD.fullmatch(line)
+            if forward is not None:
+                inputs.update(m["name"] for m in _ARGUMENT.finditer(forward["args"]))
+                continue
             match = _ASSIGNMENT.fullmatch(line)
             if match is None:
                 continue
@@ -104,4 +115,4 @@ def read_graph_dumps(paths: Iterable[Path]) -> AclGraphDump:
     for name in ambiguous:
         getitems.pop(name, None)
         targets.pop(name, None)
-    return AclGraphDump(MappingProxyType(getitems), MappingProxyType(targets), frozenset(ambiguous))
+    return AclGraphDump(MappingProxyType(getitems), MappingProxyType(targets), frozenset(ambiguous), frozenset(inputs))

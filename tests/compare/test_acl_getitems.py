@@ -16,7 +16,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.judge.verdict import Result
-from tcmp.compare.records import Role, UnmatchedKind
+from tcmp.compare.records import CompareError, Role, UnmatchedKind
 from tcmp.compare.report.outcome import CompareOptions
 from tcmp.schemas.acl_dump import AclStage
 
@@ -176,3 +176,17 @@ def test_a_multi_output_node_both_graphs_have(tmp_path, tokens):
         (name, str(index), Result.PASS) for name, index in getitems.items()
     }
     assert {r.pair.token for r in rank.rows} == {tokens - 1}
+
+
+def test_another_runs_graph_dump_is_not_used(tmp_path, monkeypatch):
+    """A graph dump left in the working directory by another model: its getitem names would point at other nodes."""
+    target, golden = write_target(tmp_path / "acl", 2, graph_dump=False), write_golden(tmp_path / "fx", 2)
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    (elsewhere / GRAPH_DUMP).write_text(make_fx(lambda x: torch.relu(x))(torch.randn(3)).print_readable(False))
+    monkeypatch.chdir(elsewhere)
+    result, rank = compare(target, golden)
+    assert rank.rows == ()
+    assert any("not used: it has no node getitem" in note for note in result.notes), result.notes
+    with pytest.raises(CompareError, match="not the graph of this aclgraph dump: it has no node getitem"):
+        run_compare(CompareOptions(target, golden, target_stage=AclStage.OPTIMIZED, graph=elsewhere / GRAPH_DUMP))

@@ -106,3 +106,11 @@ def test_fx_never_gives_a_removed_nodes_name_to_a_new_node():
         another = gm.graph.call_function(operator.getitem, (nodes["var_mean"], 0))
     used = {"getitem", "getitem_1", "getitem_2", "getitem_3"}
     assert added.name not in used and another.name not in used and added.name != another.name
+
+
+def test_the_graphs_inputs_are_nodes_of_it(tmp_path):
+    gm, path = _graph(tmp_path)
+    dump = read_graph_dumps([path])
+    placeholders = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
+    assert dump.inputs == placeholders and all(dump.has_node(n) for n in placeholders)
+    assert not dump.has_node("getitem_99")

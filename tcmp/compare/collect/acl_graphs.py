@@ -4,6 +4,7 @@ target path, else the working directory (torchair's `graph_dump.path` default), 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Optional
 
@@ -26,10 +27,11 @@ def _dumps_in(place: Path, rank: int) -> list[Path]:
 
 
 def acl_graph_dump(
-    target_root: Path, given: Optional[Path], rank: Optional[int], notes: list[str]
+    target_root: Path, given: Optional[Path], rank: Optional[int], saved: Iterable[str], notes: list[str]
 ) -> Optional[AclGraphDump]:
     """The optimized graph dumps of `rank` (None: a dump without rank directories, rank 0), read; None when there
-    are none. An unreadable one is said in a note and not used."""
+    are none. One that is unreadable, or lacks a node the dump saves (`saved`: another run's graph, left in the
+    working directory), is said in a note and not used: it would pair getitems with the wrong outputs."""
     if given is not None and given.is_file():
         paths = [given]
     else:
@@ -45,5 +47,12 @@ def acl_graph_dump(
         notes.append(f"torchair's graph dump not used: {exc}")
         return None
     where = paths[0].name if len(paths) == 1 else f"{len(paths)} files ({paths[0].name}, …)"
+    missing = sorted(n for n in set(saved) if not dump.has_node(n))
+    if missing:
+        lacks = f"it has no node {missing[0]}, which the dump saves"
+        if given is not None:
+            raise CompareError(f"--graph {given}: not the graph of this aclgraph dump: {lacks}", usage=True)
+        notes.append(f"torchair's graph dump {where} not used: {lacks} (a graph of another run?)")
+        return None
     notes.append(f"rank {rank or 0}: the getitems the optimized stage saves, read from torchair's graph dump {where}")
     return dump

@@ -279,7 +279,10 @@ def collect_acl(
             notes.append(f"rank {t_rank}: the golden's graph directories {', '.join(graphs)} compared together with "
                          "the aclgraph dump, which holds every graph of the process in one directory")  # fmt: skip
         # the optimized stage's getitems: which node and output each takes is in torchair's graph dump only
-        acl_graph = acl_graph_dump(target_tree.root, graph, t_rank, notes) if stages[0] is AclStage.OPTIMIZED else None
+        acl_graph = None
+        if stages[0] is AclStage.OPTIMIZED:
+            saved = {f.op_name for f in sources[0].listing(staged[0][0]).files}
+            acl_graph = acl_graph_dump(target_tree.root, graph, t_rank, saved, notes)
         bindings.append(Binding(t_rank, ACL_MODEL, None, tuple(staged[0][0]), tuple(staged[1][0]),
                                 ", ".join(graphs) or ACL_MODEL, acl_graph))  # fmt: skip
     bound = {(d.path, d.side) for b in bindings for d in (*b.target_dirs, *b.golden_dirs)}
