@@ -19,7 +19,6 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Optional
 
 from tcmp.schemas.errors import DumpError
@@ -115,4 +114,4 @@ def read_graph_dumps(paths: Iterable[Path]) -> AclGraphDump:
     for name in ambiguous:
         getitems.pop(name, None)
         targets.pop(name, None)
-    return AclGraphDump(MappingProxyType(getitems), MappingProxyType(targets), frozenset(ambiguous), frozenset(inputs))
+    return AclGraphDump(getitems, targets, frozenset(ambiguous), frozenset(inputs))  # dicts: units pickle it

@@ -130,3 +130,20 @@ def test_the_index_route_places_the_captures_as_the_raw_route(tmp_path):
     _, indexed = compare(tmp_path / "acl", tmp_path / "fx")
     assert verdicts(indexed) == verdicts(raw) and Result.FAIL in verdicts(raw).values()
     assert indexed.counts.rows_from_index == indexed.counts.rows > 0
+
+
+def test_captures_with_a_graph_dump_compare_in_worker_processes(tmp_path):
+    """Two captures are two units; with torchair's graph dump each unit carries it to its worker process."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    shapes = [4, 6]
+    write_optimized(tmp_path / "acl", shapes, fault_token=1)
+    write_fx(tmp_path / "fx", shapes)
+    gm = make_fx(lambda a, b: torch.relu(a @ b))(torch.randn(4, 8), torch.randn(8, 6))
+    (tmp_path / "acl" / "dynamo_optimized_graph_1_rank_0_pid_9_ts_20261202090000000000.py").write_text(
+        gm.print_readable(False).replace("a_1", "arg0_1").replace("b_1", "arg1_1")
+    )
+    options = CompareOptions(tmp_path / "acl", tmp_path / "fx", target_stage=AclStage.OPTIMIZED, jobs=2)
+    result, _ = run_compare(options, keep_rows=True)
+    assert any("graph dump" in note and "not used" not in note for note in result.notes), result.notes
+    assert {k for k, v in verdicts(result.ranks[0]).items() if v is Result.FAIL} == {(1, "mm"), (1, "relu")}
