@@ -1,6 +1,7 @@
 # Two entry points (see README): `make demo` runs the main job on a built-in example, `make test` runs every
-# check CI runs. Both create ./.venv and install tcmp into it first; `make test` also installs Debian's chromium for
-# the HTML report's browser tests when the machine has none (apt-get: needs root, or install it yourself).
+# check CI runs. Both create ./.venv and install tcmp into it first (the demo its runtime dependencies only, the
+# tests the dev extra too); `make test` also installs Debian's chromium for the HTML report's browser tests when the
+# machine has none (apt-get: needs root, or install it yourself).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,8 +11,14 @@ BIN := $(VENV)/bin
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml setup.py tcmp/summaries/compiled.c | $(BIN)/python
+# tcmp and its runtime dependencies: all `make demo` needs
+$(VENV)/.runtime: pyproject.toml setup.py tcmp/summaries/compiled.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+# and the dev extra (test tools, torch, ray, playwright): what `make test` needs
+$(VENV)/.installed: $(VENV)/.runtime
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
@@ -22,7 +29,7 @@ browser:
 	@command -v chromium >/dev/null || { apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-demo: install
+demo: $(VENV)/.runtime
 	$(BIN)/tcmp demo
 
 test: install browser
