@@ -17,7 +17,7 @@ from tcmp.cli.errors import EXIT_FAILURES, EXIT_USAGE, TcmpTyper, fail, internal
 from tcmp.cli.options import CompareMode, cluster_option, positive, with_cluster_address
 from tcmp.cli.output import err, log_format, out, progress_display, timestamped_log
 from tcmp.schemas.display import DataFormatter, escape
-from tcmp.schemas.host import capped_jobs, default_compare_jobs, default_watch_workers, one_blas_thread
+from tcmp.schemas.host import default_compare_jobs, default_watch_workers, one_blas_thread
 
 one_blas_thread()  # before numpy loads
 
@@ -232,8 +232,6 @@ def compare(
         except ValueError:
             raise fail(f"{option} must be one of {', '.join(s.value for s in AclStage)}", EXIT_USAGE) from None
     _check_writable(output_path, "reports to")
-    if not cluster:  # processes on this machine
-        jobs = _capped(jobs)
     thresholds = Thresholds(cosine=cosine, max_relative_err=max_rel_err, stats_relative_err=stats_rel_err)
     options = CompareOptions(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
@@ -289,14 +287,6 @@ def _compare_on_cluster(options, address: str, output_path: Path, formats: tuple
         raise typer.Exit(EXIT_FAILURES)
 
 
-def _capped(jobs: int) -> int:
-    """--jobs, capped at the CPUs this process may use (said on stderr)."""
-    jobs, why = capped_jobs(jobs)
-    if why is not None:
-        err.print(f"note: {escape(why)}", highlight=False, soft_wrap=True)
-    return jobs
-
-
 @app.command()
 def demo(
     directory: Annotated[
@@ -313,7 +303,7 @@ def demo(
 
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="tcmp-demo-"))
     demo_result = run_demo(
-        root, jobs=_capped(jobs), progress=lambda message: err.print(escape(message), highlight=False, soft_wrap=True)
+        root, jobs=jobs, progress=lambda message: err.print(escape(message), highlight=False, soft_wrap=True)
     )
     replay, index = demo_result.replay, demo_result.index
     out.print(

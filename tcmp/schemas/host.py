@@ -93,17 +93,6 @@ def default_compare_jobs() -> int:
     return min(MAX_DEFAULT_COMPARE_JOBS, usable_cpus())
 
 
-def capped_jobs(requested: int) -> tuple[int, Optional[str]]:
-    """`--jobs` as a compare runs it: processes beyond the CPUs this process may use only queue for them, each
-    after a fork and a start-up of its own (`--jobs 1000` on 2 CPUs took 34 s where 2 took 4.5), so a larger
-    number is capped, with the line that says so."""
-    cpus = usable_cpus()
-    if requested <= cpus:
-        return requested, None
-    return cpus, (f"--jobs {requested} capped at {cpus}, the CPUs this process may use (more processes would only "
-                  "queue for them)")  # fmt: skip
-
-
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
