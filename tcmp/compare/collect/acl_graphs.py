@@ -4,7 +4,7 @@ target path, else the working directory (torchair's `graph_dump.path` default), 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Optional
 
@@ -27,11 +27,12 @@ def _dumps_in(place: Path, rank: int) -> list[Path]:
 
 
 def acl_graph_dump(
-    target_root: Path, given: Optional[Path], rank: Optional[int], saved: Iterable[str], notes: list[str]
+    target_root: Path, given: Optional[Path], rank: Optional[int], saved: Callable[[], Iterable[str]], notes: list[str]
 ) -> Optional[AclGraphDump]:
     """The optimized graph dumps of `rank` (None: a dump without rank directories, rank 0), read; None when there
-    are none. One that is unreadable, or lacks a node the dump saves (`saved`: another run's graph, left in the
-    working directory), is said in a note and not used: it would pair getitems with the wrong outputs."""
+    are none. One that is unreadable, or lacks a node the dump saves (`saved()`, listed only when there is a
+    graph dump: another run's graph, left in the working directory), is said in a note and not used: it would pair
+    getitems with the wrong outputs."""
     if given is not None and given.is_file():
         paths = [given]
     else:
@@ -47,7 +48,7 @@ def acl_graph_dump(
         notes.append(f"torchair's graph dump not used: {exc}")
         return None
     where = paths[0].name if len(paths) == 1 else f"{len(paths)} files ({paths[0].name}, …)"
-    missing = sorted(n for n in set(saved) if not dump.has_node(n))
+    missing = sorted(n for n in set(saved()) if not dump.has_node(n))
     if missing:
         lacks = f"it has no node {missing[0]}, which the dump saves"
         if given is not None:

@@ -281,7 +281,10 @@ def collect_acl(
         # the optimized stage's getitems: which node and output each takes is in torchair's graph dump only
         acl_graph = None
         if stages[0] is AclStage.OPTIMIZED:
-            saved = {f.op_name for f in sources[0].listing(staged[0][0]).files}
+
+            def saved(dirs: Sequence[DumpDir] = tuple(staged[0][0])) -> list[str]:
+                return [f.op_name for f in sources[0].listing(dirs).files]
+
             acl_graph = acl_graph_dump(target_tree.root, graph, t_rank, saved, notes)
         bindings.append(Binding(t_rank, ACL_MODEL, None, tuple(staged[0][0]), tuple(staged[1][0]),
                                 ", ".join(graphs) or ACL_MODEL, acl_graph))  # fmt: skip

@@ -281,7 +281,7 @@ def match_acl_fx(
             continue
         ctx.pair(e, IO.OUTPUT, 0, ctx.fx_ref(output, IO.OUTPUT, 0))
     result = ctx.result
-    token_targets = frozenset(c.target for found in calls.values() for c in found)
+    token_targets = frozenset(by_target)
     for f in golden_files:
         if f.path in result.used_golden:
             continue
