@@ -1,7 +1,8 @@
 """GE dump data types (`OutputDataType`) and payload decoding (docs/formats.md, "dtypes").
 
 GE dump payloads are little-endian. `decode_payload` turns the bytes of one tensor into a flat numpy array
-without copying wherever numpy (or ml_dtypes) has a matching dtype; the rest is decoded with vectorized
+without copying wherever numpy (or ml_dtypes, imported only when such a tensor is met: `narrow_floats`) has a
+matching dtype; the rest is decoded with vectorized
 numpy (lookup tables for 8-bit float formats, bit arithmetic for sub-byte integers). A dtype tcmp cannot
 interpret never raises: its payload comes back as raw uint8 bytes with a note, so one odd tensor cannot make
 a whole dump file unreadable.
@@ -18,8 +19,9 @@ import operator
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-import ml_dtypes
 import numpy as np
+
+from tcmp.schemas import narrow_floats
 
 
 class DataType(enum.IntEnum):
@@ -186,6 +188,15 @@ def _view_as(dtype: np.dtype) -> _ByteDecoder:
     return decode
 
 
+def _view_as_named(name: str) -> _ByteDecoder:
+    """`_view_as` an ml_dtypes type, resolved at the first decode (ml_dtypes is imported then, not before)."""
+
+    def decode(data: np.ndarray, numel: int) -> np.ndarray:
+        return data.view(narrow_floats.dtype_named(name))
+
+    return decode
+
+
 def _decode_bool(data: np.ndarray, numel: int) -> np.ndarray:
     # Any nonzero byte is true; a plain view as bool would be undefined for bytes other than 0/1.
     return data != 0
@@ -282,7 +293,7 @@ _RULES: dict[int, _Rule] = {
     _DT.DT_QUINT16: _Rule(16, _view_as(np.dtype("<u2")), _Q_NOTE.format("DT_QUINT16", "uint16")),
     _DT.DT_RESOURCE: _Rule(64, _view_as(np.dtype("<i8"))),
     # ml_dtypes views assume a little-endian host, like every machine GE dumps are read on.
-    _DT.DT_BF16: _Rule(16, _view_as(np.dtype(ml_dtypes.bfloat16))),
+    _DT.DT_BF16: _Rule(16, _view_as_named(narrow_floats.BFLOAT16)),
     _DT.DT_INT4: _Rule(4, _decode_int4, _SUB_BYTE_NOTE.format("int4 nibble", "low nibble")),
     _DT.DT_UINT1: _Rule(1, _decode_uint1, _SUB_BYTE_NOTE.format("uint1 bit", "least significant bit")),
     _DT.DT_INT2: _Rule(2, _decode_int2, _SUB_BYTE_NOTE.format("int2 bit", "lowest bits")),
@@ -290,8 +301,8 @@ _RULES: dict[int, _Rule] = {
     _DT.DT_COMPLEX32: _Rule(32, _decode_complex32),
     _DT.DT_HIFLOAT8: _Rule(8, _lookup(HIFLOAT8_TABLE)),
     # ml_dtypes' float8_e4m3fn already decodes 0x7F/0xFF as NaN (the peer wrongly gives ±480).
-    _DT.DT_FLOAT8_E5M2: _Rule(8, _view_as(np.dtype(ml_dtypes.float8_e5m2))),
-    _DT.DT_FLOAT8_E4M3FN: _Rule(8, _view_as(np.dtype(ml_dtypes.float8_e4m3fn))),
+    _DT.DT_FLOAT8_E5M2: _Rule(8, _view_as_named(narrow_floats.FLOAT8_E5M2)),
+    _DT.DT_FLOAT8_E4M3FN: _Rule(8, _view_as_named(narrow_floats.FLOAT8_E4M3FN)),
     _DT.DT_FLOAT8_E8M0: _Rule(8, _lookup(E8M0_TABLE)),
 }
 
@@ -368,17 +379,11 @@ def decode_payload(buf: object, code: int, numel: int) -> Decoded:
 # Canonical float32 form of the ml_dtypes float types.
 
 
-def _float8_table(dtype: type) -> np.ndarray:
-    table = np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)
+@functools.cache
+def _float8_table(name: str) -> np.ndarray:
+    table = np.arange(256, dtype=np.uint8).view(narrow_floats.dtype_named(name)).astype(np.float32)
     table.flags.writeable = False
     return table
-
-
-_FLOAT8_TABLES: dict[np.dtype, np.ndarray] = {
-    np.dtype(ml_dtypes.float8_e5m2): _float8_table(ml_dtypes.float8_e5m2),
-    np.dtype(ml_dtypes.float8_e4m3fn): _float8_table(ml_dtypes.float8_e4m3fn),
-}
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _bf16_to_float32(array: np.ndarray) -> np.ndarray:
@@ -392,9 +397,8 @@ def _bf16_to_float32(array: np.ndarray) -> np.ndarray:
 def to_float32(array: np.ndarray) -> np.ndarray:
     """Exact float32 widening of bfloat16 / float8 (ml_dtypes) arrays, the canonical form tcmp writes and
     hashes; any other array is returned unchanged. Keeps the shape."""
-    if array.dtype == _BFLOAT16:
+    if not narrow_floats.is_narrow_float(array.dtype):
+        return array
+    if array.dtype.name == narrow_floats.BFLOAT16:
         return _bf16_to_float32(array)
-    table = _FLOAT8_TABLES.get(array.dtype)
-    if table is not None:
-        return _apply_table(table, array.view(np.uint8))
-    return array
+    return _apply_table(_float8_table(array.dtype.name), array.view(np.uint8))

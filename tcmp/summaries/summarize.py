@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-import ml_dtypes
 import numpy as np
 
 from tcmp.schemas.dtypes import dtype_name, to_float32
@@ -33,6 +32,7 @@ from tcmp.schemas.fx_dump import FxFileName, read_fx_value
 from tcmp.schemas.ge_dump import NOT_DUMPED, open_ge_dump
 from tcmp.schemas.ge_header import GeTensor
 from tcmp.schemas.ge_names import GeFileName
+from tcmp.schemas.narrow_floats import is_narrow_float
 from tcmp.schemas.stats_files import SummaryTensor, read_fx_min_max_npy, read_ge_min_max_npz, read_stats_csv
 from tcmp.schemas.torch_save import read_torch_save
 from tcmp.summaries.moments import COMPILED, Engine, numpy_moments
@@ -46,7 +46,6 @@ except ImportError:  # pragma: no cover - isal is a dependency; zlib keeps tcmp 
 # negligible against any sum of squares over this threshold; smaller sums are redone in float64
 _TINY_SQUARES = 1e-20
 CHUNK = 1 << 16  # elements per chunk: 256 KiB of float32, within the 512 KiB L2 of a core
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 _OWN_BYTES_CANONICAL = (np.dtype("<f2"), np.dtype("<f4"))
 
 
@@ -229,7 +228,7 @@ def summarize(array: np.ndarray, *, with_crc: bool = True, engine: Engine = COMP
             _summarize_float32(flat, acc, running)
         elif flat.dtype == np.float64:
             _summarize_widened(flat, acc, lambda c: c)
-        elif flat.dtype == _BF16 or flat.dtype.type.__module__.startswith("ml_dtypes"):
+        elif is_narrow_float(flat.dtype):
             _summarize_widened(flat, acc, to_float32)
         elif kind == "c":
             _summarize_widened(flat, acc, np.abs)

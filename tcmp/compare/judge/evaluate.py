@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-import ml_dtypes
 import numpy as np
 
 from tcmp.compare.judge.loader import Loaded, TensorLoader, Unavailable, Unreadable, numpy_name
@@ -30,19 +29,21 @@ from tcmp.compare.judge.verdict import (
 from tcmp.compare.records import Pair, TensorRef
 from tcmp.compare.rules.cast_check import CastCheck, expected_output, expected_summary, numpy_dtype
 from tcmp.compare.rules.shapes import squeezed
-from tcmp.compare.rules.ulp import RULE, StatValues, float_dtype_named
+from tcmp.compare.rules.ulp import RULE, StatValues, float_type_named
 from tcmp.schemas.dump_records import Summary
 from tcmp.schemas.dump_tree import FileKind
+from tcmp.schemas.narrow_floats import dtype_of_name
 from tcmp.summaries.merge import CRC_UNKNOWN
 from tcmp.summaries.summarize import summarize
 
-# The float dtypes an NPU keeps a scalar argument in, by the names both sides of the index use.
+# The float dtypes an NPU keeps a scalar argument in, by the names both sides of the index use (numpy's names:
+# the bf16 dtype is only made, importing ml_dtypes, when such a scalar is met).
 _NPU_FLOAT = {
-    name: np.dtype(dtype)
-    for names, dtype in (
-        (("DT_FLOAT16", "float16"), np.float16),
-        (("DT_BF16", "bfloat16"), ml_dtypes.bfloat16),
-        (("DT_FLOAT", "float32"), np.float32),
+    name: float_name
+    for names, float_name in (
+        (("DT_FLOAT16", "float16"), "float16"),
+        (("DT_BF16", "bfloat16"), "bfloat16"),
+        (("DT_FLOAT", "float32"), "float32"),
     )
     for name in names
 }
@@ -52,9 +53,10 @@ def at_npu_precision(npu: Loaded, bench: Loaded) -> Loaded:
     """An FX scalar argument is a Python number (saved as a 0-d float64); the GE Const that carries it holds it in
     the tensor's dtype. Round the scalar like the device did, or every fp16 constant would "fail". Works on the
     raw scalar and on its summary (compare from the index)."""
-    target = _NPU_FLOAT.get(npu.dtype or "")
-    if target is None or bench.dtype != "float64":
+    target_name = _NPU_FLOAT.get(npu.dtype or "")
+    if target_name is None or bench.dtype != "float64":
         return bench
+    target = dtype_of_name(target_name)
     note = f"scalar argument compared at the NPU's precision ({target})"
     if bench.array is not None:
         if bench.array.ndim != 0:
@@ -178,10 +180,10 @@ def _values(s: Summary) -> StatValues:
 
 def _statistics_noise(pair: Pair, npu: Loaded, bench: Loaded) -> Optional[StatisticsNoise]:
     """What the rounding-noise rule needs to judge a statistics row: None where its sides are no floats it knows."""
-    n_dtype, b_dtype = float_dtype_named(npu.dtype), float_dtype_named(bench.dtype)
+    n_dtype, b_dtype = float_type_named(npu.dtype), float_type_named(bench.dtype)
     if n_dtype is None or b_dtype is None or npu.summary is None or bench.summary is None:
         return None
-    carried = float_dtype_named(pair.carried)
+    carried = float_type_named(pair.carried)
     unit = RULE.unit(n_dtype, b_dtype, carried)
     if unit is None:
         return None

@@ -23,7 +23,7 @@ from tcmp.compare.judge.metrics import (
     tensor_metrics,
 )
 from tcmp.compare.records import Pair, TensorRef
-from tcmp.compare.rules.ulp import float_dtype_named
+from tcmp.compare.rules.ulp import float_type_named
 from tcmp.schemas.dtypes import dtype_name
 from tcmp.schemas.dump_records import IO, Summary, TensorKind, TensorSummary
 from tcmp.schemas.dump_tree import FileKind
@@ -183,7 +183,7 @@ class TensorLoader:
         hit = self._recall(self._memo, memo_key)
         if hit is not None and np.array_equal(hit[0], payload):  # the CRC only finds candidates
             return hit[1]
-        carried = float_dtype_named(pair.carried)
+        carried = float_type_named(pair.carried)
         result = fused_metrics(npu.array, bench.array, carried)
         if result is not None:
             self._remember_for_payload(self._memo, memo_key, payload, result)

@@ -28,13 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Optional, Union
 
-import ml_dtypes
 import numpy as np
 
 from tcmp.compare.rules.shapes import squeezed
-from tcmp.compare.rules.ulp import RULE, UlpTolerance
+from tcmp.compare.rules.ulp import RULE, FloatType, UlpTolerance
 from tcmp.schemas.dtypes import to_float32
 from tcmp.schemas.dump_records import Summary
+from tcmp.schemas.narrow_floats import is_bfloat16
 
 if TYPE_CHECKING:  # typing.TypeIs is 3.13+; mypy knows typing_extensions, nothing imports it at run time
     from typing_extensions import TypeIs
@@ -229,7 +229,7 @@ class PairSums:
     max_ulps: float  # max |npu - bench| in ulps of the pair's `ulp_unit`; NaN when it has none
 
 
-def tensor_metrics(npu: np.ndarray, bench: np.ndarray, carried: Optional[np.dtype] = None) -> TensorMetrics:
+def tensor_metrics(npu: np.ndarray, bench: np.ndarray, carried: Optional[FloatType] = None) -> TensorMetrics:
     """Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio, MaxUlpErr
     (`carried`: the narrower dtype whose precision the NPU tensor carries, `ulp.RULE`)."""
     fused = fused_metrics(npu, bench, carried)
@@ -261,10 +261,14 @@ def _mismatch(n_shape, b_shape, size: int, n_dtype: np.dtype, b_dtype: np.dtype,
 # The element types the compiled loop reads (native byte order), by its codes.
 _FUSED_KINDS = {
     np.dtype(np.float16): 0,
-    np.dtype(ml_dtypes.bfloat16): 1,
     np.dtype(np.float32): 2,
     np.dtype(np.float64): 3,
 }
+_FUSED_BFLOAT16 = 1
+
+
+def _fused_kind(dtype: np.dtype) -> Optional[int]:
+    return _FUSED_BFLOAT16 if is_bfloat16(dtype) else _FUSED_KINDS.get(dtype)
 
 
 def fused_loop_built() -> bool:
@@ -278,11 +282,11 @@ def _flat_bytes(array: np.ndarray) -> np.ndarray:
     return array.reshape(-1).view(np.uint8)
 
 
-def fused_metrics(npu: np.ndarray, bench: np.ndarray, carried: Optional[np.dtype] = None) -> Optional[TensorMetrics]:
+def fused_metrics(npu: np.ndarray, bench: np.ndarray, carried: Optional[FloatType] = None) -> Optional[TensorMetrics]:
     """`tensor_metrics` from one compiled pass over the pair; None where that loop does not apply (not built,
     other dtypes, NaN/inf: numpy's exact path takes those)."""
     npu, bench = np.asarray(npu), np.asarray(bench)
-    nk, bk = _FUSED_KINDS.get(npu.dtype), _FUSED_KINDS.get(bench.dtype)
+    nk, bk = _fused_kind(npu.dtype), _fused_kind(bench.dtype)
     if c_loops is None or nk is None or bk is None:
         return None
     messages: list[str] = []
@@ -305,11 +309,11 @@ def fused_metrics(npu: np.ndarray, bench: np.ndarray, carried: Optional[np.dtype
     return _from_sums(sums, size, messages, stats, unit, _carried(npu.dtype, bench.dtype, carried))
 
 
-def _carried(npu: np.dtype, bench: np.dtype, carried: Optional[np.dtype]) -> bool:
+def _carried(npu: np.dtype, bench: np.dtype, carried: Optional[FloatType]) -> bool:
     return RULE.carried_unit(RULE.unit(npu, bench), carried) is not None
 
 
-def compare_prepared(n: Prepared, b: Prepared, carried: Optional[np.dtype] = None) -> TensorMetrics:
+def compare_prepared(n: Prepared, b: Prepared, carried: Optional[FloatType] = None) -> TensorMetrics:
     """`tensor_metrics` with numpy, on prepared sides (one float64 copy per tensor, BLAS dots, in-place relative
     errors), for what the compiled loop does not take."""
     messages: list[str] = []

@@ -14,7 +14,7 @@ from tcmp.compare.collect.guidance import FUSION_OP_TYPES
 from tcmp.compare.match.executions import GeExecution
 from tcmp.compare.records import Pair, Role, TensorRef, Unmatched, UnmatchedKind
 from tcmp.compare.rules.cast_check import CastCheck, cast_check_for
-from tcmp.compare.rules.ulp import RULE, float_dtype_named
+from tcmp.compare.rules.ulp import RULE, float_type_named
 from tcmp.schemas.dtypes import dtype_name
 from tcmp.schemas.dump_records import IO, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile
@@ -168,11 +168,11 @@ class TokenContext:
 
 def _narrowest(names: list[Optional[str]], own: Optional[str]) -> Optional[str]:
     """The float dtype name of `names` with the fewest significand bits, where it has fewer than `own`'s."""
-    own_dtype = float_dtype_named(own)
+    own_dtype = float_type_named(own)
     unit = RULE.unit(own_dtype, own_dtype) if own_dtype is not None else None
     best: Optional[str] = None
     for name in names:
-        narrower = RULE.carried_unit(unit, float_dtype_named(name))
+        narrower = RULE.carried_unit(unit, float_type_named(name))
         if narrower is not None:
             unit, best = narrower, name
     return best

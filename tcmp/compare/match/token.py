@@ -20,8 +20,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Optional, Union
 
-import numpy as np
-
 from tcmp.compare.collect.fusion import GraphView, NameSplitter
 from tcmp.compare.match.branches import has_branches, mark_branches_not_taken
 from tcmp.compare.match.context import (
@@ -38,8 +36,7 @@ from tcmp.compare.match.context import (
 from tcmp.compare.match.executions import FxCall, GeExecution, TensorMeta, align_runs, same_shape
 from tcmp.compare.match.fx import FxMatcher
 from tcmp.compare.records import TensorRef, UnmatchedKind
-from tcmp.compare.rules.cast_check import CastCheck, cast_check_for, numpy_dtype
-from tcmp.compare.rules.cast_rounding import is_float
+from tcmp.compare.rules.cast_check import CastCheck, cast_check_for, is_float_dtype_named
 from tcmp.schemas.dump_records import IO, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile
 
@@ -220,8 +217,7 @@ class GeMatcher:
         the latest such cast before `e` in the token that writes that dtype and shape (a wrong one FAILs, it
         cannot hide a fault: its Cast(input) would have to equal this input)."""
         meta = e.inputs[i]
-        dtype = _numpy_dtype(meta.dtype)
-        if dtype is None or is_float(dtype):
+        if is_float_dtype_named(meta.dtype) is not False:  # a float, or a dtype no cast check models
             return None
         best: Optional[tuple[GeExecution, int, CastCheck]] = None
         for p in self.target:
@@ -283,13 +279,6 @@ class GeMatcher:
 def _changing(source: Optional[str], target: Optional[str]) -> Optional[CastCheck]:
     cast = cast_check_for(source, target)
     return cast if cast is not None and not cast.preserving else None
-
-
-def _numpy_dtype(name: Optional[str]) -> Optional[np.dtype]:
-    try:
-        return numpy_dtype(name or "")
-    except KeyError:
-        return None
 
 
 def match_token(

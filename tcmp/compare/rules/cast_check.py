@@ -23,23 +23,25 @@ from typing import Optional
 
 import numpy as np
 
-from tcmp.compare.rules.cast_rounding import BF16, cast_candidates, float_info, is_float, mismatches, rounding_words
+from tcmp.compare.rules.cast_rounding import cast_candidates, mismatches, rounding_words
 from tcmp.schemas.dump_records import Summary
+from tcmp.schemas.narrow_floats import dtype_of_name, float_limits, is_float_name
 
+# The dump dtypes a cast check models, by numpy's names (the bf16 dtype is made only when a bf16 array is cast).
 _NUMPY = {
-    "DT_BOOL": np.dtype(np.bool_),
-    "DT_INT8": np.dtype(np.int8),
-    "DT_UINT8": np.dtype(np.uint8),
-    "DT_INT16": np.dtype(np.int16),
-    "DT_UINT16": np.dtype(np.uint16),
-    "DT_INT32": np.dtype(np.int32),
-    "DT_UINT32": np.dtype(np.uint32),
-    "DT_INT64": np.dtype(np.int64),
-    "DT_UINT64": np.dtype(np.uint64),
-    "DT_FLOAT16": np.dtype(np.float16),
-    "DT_BF16": BF16,
-    "DT_FLOAT": np.dtype(np.float32),
-    "DT_DOUBLE": np.dtype(np.float64),
+    "DT_BOOL": "bool",
+    "DT_INT8": "int8",
+    "DT_UINT8": "uint8",
+    "DT_INT16": "int16",
+    "DT_UINT16": "uint16",
+    "DT_INT32": "int32",
+    "DT_UINT32": "uint32",
+    "DT_INT64": "int64",
+    "DT_UINT64": "uint64",
+    "DT_FLOAT16": "float16",
+    "DT_BF16": "bfloat16",
+    "DT_FLOAT": "float32",
+    "DT_DOUBLE": "float64",
 }
 
 
@@ -50,20 +52,20 @@ def _short(name: str) -> str:
     return _SHORT.get(name, name[3:].lower() if name.startswith("DT_") else name)
 
 
-def _holds(src: np.dtype, dst: np.dtype) -> bool:
-    """Whether every value of `src` is a value of `dst` (the cast then changes no value)."""
-    if src == np.bool_:
+def _holds(src: str, dst: str) -> bool:
+    """Whether every value of `src` is a value of `dst` (the cast then changes no value); numpy's names."""
+    if src == "bool":
         return True
-    if dst == np.bool_:
+    if dst == "bool":
         return False
-    if is_float(src):
-        if not is_float(dst):
+    if is_float_name(src):
+        if not is_float_name(dst):
             return False
-        s, d = float_info(src), float_info(dst)
+        s, d = float_limits(src), float_limits(dst)
         return d.nmant >= s.nmant and d.maxexp >= s.maxexp and d.minexp <= s.minexp
     info = np.iinfo(src)
-    if is_float(dst):
-        exact = 2 ** (float_info(dst).nmant + 1)  # every integer up to this is a value of dst
+    if is_float_name(dst):
+        exact = 2 ** (float_limits(dst).nmant + 1)  # every integer up to this is a value of dst
         return -exact <= info.min and info.max <= exact
     target = np.iinfo(dst)
     return target.min <= info.min and info.max <= target.max
@@ -102,7 +104,7 @@ class ExpectedOutput:
 
 def expected_output(x: np.ndarray, out: np.ndarray, check: CastCheck) -> ExpectedOutput:
     """Cast(x) under the documented rounding closest to `out` (the first exact one, CANN's kernel choice first)."""
-    dst = _NUMPY[check.target]
+    dst = numpy_dtype(check.target)
     best: Optional[tuple[int, str, np.ndarray]] = None
     for name, candidate in cast_candidates(x, dst):
         wrong = mismatches(out, candidate)
@@ -130,7 +132,7 @@ def _round_scalars(
 ) -> tuple[tuple[float, float], str, bool]:
     """(min, max) of Cast(input): the input's rounded; the candidate that gives the output's (True), else CANN's
     kernel choice (False)."""
-    src, dst = _NUMPY[check.source], _NUMPY[check.target]
+    src, dst = numpy_dtype(check.source), numpy_dtype(check.target)
     x = np.asarray(values, dtype=np.float64).astype(src)
     first: Optional[tuple[float, float]] = None
     first_name = ""
@@ -147,10 +149,10 @@ def _round_scalars(
 def _element_bound(check: CastCheck, x_abs_l2: float, count: int) -> tuple[float, float]:
     """(bound on |mean difference|, bound on |L2 difference|) between Cast(x) and x, for `count` elements."""
     src, dst = _NUMPY[check.source], _NUMPY[check.target]
-    if not is_float(dst):  # to an integer, in range: each element moves by less than 1
+    if not is_float_name(dst):  # to an integer, in range: each element moves by less than 1
         return 1.0, math.sqrt(count)
-    info = float_info(dst)
-    relative = 2.0**-info.nmant * (1.0 if is_float(src) else 2.0)  # int → 16-bit float may round twice
+    info = float_limits(dst)
+    relative = 2.0**-info.nmant * (1.0 if is_float_name(src) else 2.0)  # int → 16-bit float may round twice
     tiny = float(info.smallest_subnormal)
     return relative * x_abs_l2 / math.sqrt(count) + tiny, relative * x_abs_l2 + tiny * math.sqrt(count)
 
@@ -189,15 +191,15 @@ def expected_summary(inp: Summary, out: Summary, check: CastCheck) -> tuple[Opti
     how = rounding_words(name)
     if not matched:
         how = f"no documented rounding gives the output's; shown: {how}"
-    if is_float(dst):
-        limit = float(float_info(dst).max)
+    if is_float_name(dst):
+        limit = float_limits(dst).max
         changed_range = max(abs(inp.min), abs(inp.max)) > limit  # overflow: inf, or saturated
         nan_count, inf_count = inp.nan_count, (out.inf_count if changed_range else inp.inf_count)
     else:
         info = np.iinfo(dst)
         changed_range = inp.min < info.min or inp.max > info.max or not math.isfinite(inp.min + inp.max)
         nan_count, inf_count = 0, 0
-    unbounded = changed_range or bool(inp.nan_count and not is_float(dst)) or count <= 0 or inp.l2norm is None
+    unbounded = changed_range or bool(inp.nan_count and not is_float_name(dst)) or count <= 0 or inp.l2norm is None
     if unbounded or inp.mean is None:
         mean, l2 = out.mean, out.l2norm
         what = "mean and L2 norm not checkable from statistics (saturation, overflow or NaN change them unboundedly)"
@@ -219,4 +221,10 @@ def expected_summary(inp: Summary, out: Summary, check: CastCheck) -> tuple[Opti
 
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy (or ml_dtypes) dtype of a dump dtype name that a `CastCheck` names."""
-    return _NUMPY[name]
+    return dtype_of_name(_NUMPY[name])
+
+
+def is_float_dtype_named(name: Optional[str]) -> Optional[bool]:
+    """Whether a dump dtype name a `CastCheck` models is a float type; None for one it does not model."""
+    numpy_name = _NUMPY.get(name or "")
+    return None if numpy_name is None else is_float_name(numpy_name)

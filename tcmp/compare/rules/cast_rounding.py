@@ -16,10 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Optional
 
-import ml_dtypes
 import numpy as np
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
+from tcmp.schemas.narrow_floats import FloatLimits, float_limits, is_bfloat16
 
 # rounding name -> the words the row's message uses
 TRUNC, RINT, FLOOR, CEIL, ROUND, ODD = "trunc", "rint", "floor", "ceil", "round", "odd"
@@ -36,11 +35,11 @@ NARROW_FLOAT = (RINT, TRUNC, FLOOR, CEIL, ROUND, ODD)  # CANN's kernel: CAST_RIN
 
 
 def is_float(dtype: np.dtype) -> bool:
-    return dtype.kind == "f" or dtype == BF16
+    return dtype.kind == "f" or is_bfloat16(dtype)
 
 
-def float_info(dtype: np.dtype):
-    return ml_dtypes.finfo(dtype) if dtype == BF16 else np.finfo(dtype)
+def float_info(dtype: np.dtype) -> FloatLimits:
+    return float_limits(dtype.name)
 
 
 def _bits_type(dtype: np.dtype) -> np.dtype:
@@ -48,7 +47,7 @@ def _bits_type(dtype: np.dtype) -> np.dtype:
 
 
 def _as_float64(x: np.ndarray) -> np.ndarray:
-    if x.dtype == BF16:  # bf16 is the top half of a float32: exact
+    if is_bfloat16(x.dtype):  # bf16 is the top half of a float32: exact
         return (x.view(np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
     return x.astype(np.float64)
 
@@ -57,13 +56,13 @@ def _nearest_even(x64: np.ndarray, dst: np.dtype) -> np.ndarray:
     """x (float64) rounded to nearest, ties to even, in `dst`. bfloat16 by hand from float32's bits (round half to
     even on the top 16 bits); float32 → bfloat16 is then exact as long as x64 is a float32 value."""
     with np.errstate(over="ignore", invalid="ignore"):
-        if dst != BF16:
+        if not is_bfloat16(dst):
             return x64.astype(dst)
         u = x64.astype(np.float32).view(np.uint32)
         nan = np.isnan(x64)
         rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
         rounded[nan] = np.uint16(0x7FC0)
-        return rounded.view(BF16)
+        return rounded.view(dst)
 
 
 def _step(t: np.ndarray, up: bool) -> np.ndarray:
@@ -151,7 +150,7 @@ def cast_candidates(x: np.ndarray, dst: np.dtype) -> Iterator[tuple[str, np.ndar
     come here; their values are exact in float64 (integers beyond 2**53 are not modelled)."""
     src = x.dtype
     if dst == np.bool_:
-        yield "x != 0", x != 0 if src != BF16 else _as_float64(x) != 0
+        yield "x != 0", x != 0 if not is_bfloat16(src) else _as_float64(x) != 0
         return
     if is_float(src):
         x64 = _as_float64(x)

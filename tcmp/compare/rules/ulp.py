@@ -27,10 +27,17 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
-import ml_dtypes
 import numpy as np
+
+# A float type as a dtype or as numpy's name of it ("bfloat16"): the names let a compare from the index, which holds
+# no arrays, judge bf16 rows without importing ml_dtypes (tcmp.schemas.narrow_floats).
+FloatType = Union[np.dtype, str]
+
+
+def _name(dtype: FloatType) -> str:
+    return dtype if isinstance(dtype, str) else np.dtype(dtype).name
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class UlpTolerance:
     """The unit in the last place of one dtype."""
 
     name: str  # as messages say it: "bf16"
-    dtype: np.dtype
+    dtype_name: str  # numpy's: "bfloat16"
     mantissa_bits: int  # stored significand bits: one ulp is 2^-mantissa_bits of the element's power of two
     min_exponent: int  # the smallest normal exponent: below it (subnormals, 0) the ulp stays 2^(this - mantissa_bits)
 
@@ -54,20 +61,20 @@ class UlpRule:
     k: int
     table: tuple[UlpTolerance, ...]
 
-    def unit(self, npu: np.dtype, bench: np.dtype, carried: Optional[np.dtype] = None) -> Optional[UlpTolerance]:
+    def unit(self, npu: FloatType, bench: FloatType, carried: Optional[FloatType] = None) -> Optional[UlpTolerance]:
         """The dtype whose ulps a pair's MaxUlpErr counts: the lower-precision one of the two sides, or the
         precision the target tensor carries (`carried`, a value-preserving cast's input dtype) where that is
         narrower. float64 on one side defers to the other; any other dtype outside the table (ints, bool, float8)
         gives None."""
-        unit = _unit(self, np.dtype(npu), np.dtype(bench))
+        unit = _unit(self, _name(npu), _name(bench))
         narrower = self.carried_unit(unit, carried)
         return unit if narrower is None else narrower
 
-    def carried_unit(self, unit: Optional[UlpTolerance], carried: Optional[np.dtype]) -> Optional[UlpTolerance]:
+    def carried_unit(self, unit: Optional[UlpTolerance], carried: Optional[FloatType]) -> Optional[UlpTolerance]:
         """The carried dtype's tolerance where it is narrower than `unit` (a float pair's), else None."""
         if unit is None or carried is None:
             return None
-        found = next((t for t in self.table if t.dtype == np.dtype(carried)), None)
+        found = next((t for t in self.table if t.dtype_name == _name(carried)), None)
         return found if found is not None and found.mantissa_bits < unit.mantissa_bits else None
 
     def within(self, max_ulp_err: float) -> bool:
@@ -134,30 +141,30 @@ class StatValues:
 
 
 _NAMED = {
-    "DT_FLOAT16": np.dtype(np.float16),
-    "float16": np.dtype(np.float16),
-    "DT_BF16": np.dtype(ml_dtypes.bfloat16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "DT_FLOAT": np.dtype(np.float32),
-    "float32": np.dtype(np.float32),
-    "DT_DOUBLE": np.dtype(np.float64),
-    "float64": np.dtype(np.float64),
+    "DT_FLOAT16": "float16",
+    "float16": "float16",
+    "DT_BF16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "DT_FLOAT": "float32",
+    "float32": "float32",
+    "DT_DOUBLE": "float64",
+    "float64": "float64",
 }
 
 
-def float_dtype_named(name: Optional[str]) -> Optional[np.dtype]:
-    """The float dtype a dump names (GE "DT_FLOAT16" or FX "float16"); None for any other."""
+def float_type_named(name: Optional[str]) -> Optional[str]:
+    """numpy's name of the float dtype a dump names (GE "DT_FLOAT16" or FX "float16"); None for any other."""
     return _NAMED.get(name or "")
 
 
 @functools.lru_cache(maxsize=64)  # asked once per pair, of a handful of dtype pairs
-def _unit(rule: UlpRule, npu: np.dtype, bench: np.dtype) -> Optional[UlpTolerance]:
-    known = {t.dtype: t for t in rule.table}
+def _unit(rule: UlpRule, npu: str, bench: str) -> Optional[UlpTolerance]:
+    known = {t.dtype_name: t for t in rule.table}
     found = []
     for dtype in (npu, bench):
         if dtype in known:
             found.append(known[dtype])
-        elif dtype != np.float64:
+        elif dtype != "float64":
             return None
     return min(found, key=lambda t: t.mantissa_bits) if found else None
 
@@ -165,8 +172,8 @@ def _unit(rule: UlpRule, npu: np.dtype, bench: np.dtype) -> Optional[UlpToleranc
 RULE = UlpRule(
     k=2,
     table=(
-        UlpTolerance("fp16", np.dtype(np.float16), 10, -14),
-        UlpTolerance("bf16", np.dtype(ml_dtypes.bfloat16), 7, -126),
-        UlpTolerance("fp32", np.dtype(np.float32), 23, -126),
+        UlpTolerance("fp16", "float16", 10, -14),
+        UlpTolerance("bf16", "bfloat16", 7, -126),
+        UlpTolerance("fp32", "float32", 23, -126),
     ),
 )
