@@ -36,6 +36,7 @@ import numpy as np
 FloatType = Union[np.dtype, str]
 
 
+@functools.lru_cache(maxsize=64)  # asked twice per pair, of a handful of dtypes: numpy's `dtype.name` is slow
 def _name(dtype: FloatType) -> str:
     return dtype if isinstance(dtype, str) else np.dtype(dtype).name
 
