@@ -14,10 +14,10 @@ import typer
 
 from tcmp import __version__
 from tcmp.cli.errors import EXIT_FAILURES, EXIT_USAGE, TcmpTyper, fail, internal_error, verbose_given
-from tcmp.cli.options import CompareMode, cluster_option, positive, with_cluster_address
+from tcmp.cli.options import CompareMode, capped_jobs, cluster_option, positive, with_cluster_address
 from tcmp.cli.output import err, log_format, out, progress_display, timestamped_log
 from tcmp.schemas.display import DataFormatter, escape
-from tcmp.schemas.host import default_compare_jobs, default_watch_workers, one_blas_thread
+from tcmp.schemas.host import default_compare_jobs, default_watch_workers, one_blas_thread, usable_cpus
 
 one_blas_thread()  # before numpy loads
 
@@ -166,7 +166,16 @@ def compare(
     no_html: Annotated[
         bool, typer.Option("--no-html", help="Skip the HTML report (chart, table, graph neighbourhoods).")
     ] = False,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes.")] = default_compare_jobs(),
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, help="Processes (at most the CPUs this process may use).")
+    ] = default_compare_jobs(),
+    oversubscribe: Annotated[
+        bool,
+        typer.Option(
+            "--oversubscribe",
+            help="Run all --jobs processes even beyond the CPUs this process may use (they then share the CPUs).",
+        ),
+    ] = False,
     fail_on_diff: Annotated[bool, typer.Option("--fail-on-diff", help="Exit 1 when any row FAILs.")] = False,
     target_run: Annotated[
         Optional[str],
@@ -232,6 +241,8 @@ def compare(
         except ValueError:
             raise fail(f"{option} must be one of {', '.join(s.value for s in AclStage)}", EXIT_USAGE) from None
     _check_writable(output_path, "reports to")
+    if not cluster and not oversubscribe:  # (a cluster compare starts no processes here)
+        jobs = _capped(jobs, "; --oversubscribe runs them all")
     thresholds = Thresholds(cosine=cosine, max_relative_err=max_rel_err, stats_relative_err=stats_rel_err)
     options = CompareOptions(
         target=target_path, golden=golden_path, mode=chosen, rank=rank, target_run=target_run,
@@ -287,12 +298,22 @@ def _compare_on_cluster(options, address: str, output_path: Path, formats: tuple
         raise typer.Exit(EXIT_FAILURES)
 
 
+def _capped(jobs: int, opt_out: str = "") -> int:
+    """--jobs, capped at the CPUs this process may use (said on stderr)."""
+    jobs, note = capped_jobs(jobs, usable_cpus())
+    if note is not None:
+        err.print(f"note: {escape(note + opt_out)}", highlight=False, soft_wrap=True)
+    return jobs
+
+
 @app.command()
 def demo(
     directory: Annotated[
         Optional[Path], typer.Argument(help="An empty directory for the example (default: a new temp dir).")
     ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes.")] = default_compare_jobs(),
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, help="Processes (at most the CPUs this process may use).")
+    ] = default_compare_jobs(),
     verbose: Verbose = False,
 ) -> None:
     """The main job on a built-in example: a simulated inference writes a synthetic GE dump (with injected faults)
@@ -303,7 +324,7 @@ def demo(
 
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="tcmp-demo-"))
     demo_result = run_demo(
-        root, jobs=jobs, progress=lambda message: err.print(escape(message), highlight=False, soft_wrap=True)
+        root, jobs=_capped(jobs), progress=lambda message: err.print(escape(message), highlight=False, soft_wrap=True)
     )
     replay, index = demo_result.replay, demo_result.index
     out.print(

@@ -1,6 +1,7 @@
 """Option types of the command line that more than one command takes or that click has no form for."""
 
 import enum
+from typing import Optional
 
 import typer
 
@@ -36,3 +37,12 @@ def positive(value: float) -> float:
     if not value > 0:  # `MaxRelativeErr < 0` can never hold: every row would FAIL
         raise typer.BadParameter(f"{value} is not > 0")
     return value
+
+
+def capped_jobs(requested: int, cpus: int) -> tuple[int, Optional[str]]:
+    """`--jobs` as a compare on this machine runs it, and the note that says so when it is less: processes beyond
+    the CPUs this process may use only queue for them, each after a fork and a start-up of its own (`--jobs 1000`
+    on 2 CPUs took 34 s where the default took 4.5 s). The library runs the jobs it is given; this is the CLI's."""
+    if requested <= cpus:
+        return requested, None
+    return cpus, f"--jobs {requested}: capped at the {cpus} CPU{'s' if cpus > 1 else ''} this process may use"

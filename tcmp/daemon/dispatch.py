@@ -160,7 +160,9 @@ class Dispatcher(OwnThread):
 
     def _main(self) -> None:
         try:
-            self._pool.warm_up()  # from this thread: the one that submits all work (see WorkerPool)
+            self._pool.claim_thread()  # this thread submits all work and starts the workers (see WorkerPool)
+            if not self._settings.once:  # a daemon's workers start with it; one pass's only for a backlog (work.py)
+                self._pool.start()
             self._run()
         except Exception:
             log.exception("the dispatcher failed")

@@ -29,7 +29,6 @@ from typing import Optional, Union
 from tcmp.schemas.dump_tree import DumpFile, GraphFile, Unrecognized, locate
 from tcmp.schemas.errors import DumpCorrupt, DumpError, DumpIncomplete, GraphParseError, describe
 from tcmp.schemas.ge_names import MAPPING_FILE, hashed_stem, parse_mapping
-from tcmp.schemas.graph_reader import read_graph
 from tcmp.schemas.host import one_blas_thread
 from tcmp.schemas.index import FileKey, GraphRow, SummaryRow
 from tcmp.schemas.under_root import (
@@ -151,6 +150,8 @@ def _examine_opened(opened: OpenedFile, path: Path, path_text: str) -> WorkResul
         if isinstance(located, Unrecognized):
             return Failed(path_text, key, located.reason, None)
         if isinstance(located, GraphFile):
+            from tcmp.schemas.graph_reader import read_graph  # here: a worker for dump files never needs it
+
             graph = dataclasses.replace(read_graph(readable), path=located.path)
             result: WorkResult = GraphParsed(path_text, GraphRow(located, key, graph))
         else:
@@ -191,6 +192,9 @@ def examine_batch(paths: tuple[str, ...], roots: Optional[tuple[str, ...]] = Non
 
 
 WARM_UP_WAIT_S = 30.0
+# Graph texts up to this size are parsed in the daemon's thread: at the graph reader's 8-30 MB/s (8 measured on a
+# loaded machine; bench_graph.py's target 30) at most half a second, less than the graph process takes to start.
+GRAPH_IN_PROCESS_BYTES = 4 << 20
 _start_barrier = None  # in a worker: its pool's start-up barrier (see WorkerPool.warm_up)
 
 
@@ -227,74 +231,104 @@ def _init_worker(daemon_pid: int, barrier) -> None:
 
 
 class WorkerPool:
-    """`workers` spawned processes for dump files, plus one for graph files (parsing a big graph text file takes
-    minutes of pure Python and must not hold up dump files). `workers=0` runs everything in one thread of this
-    process (debugging, tests).
+    """`workers` spawned processes for dump files, a thread of this process that examines files until they are up,
+    and one process for big graph files (parsing a big graph text file takes minutes of pure Python and must not
+    hold up dump files; a small one is parsed in the thread). `workers=0` runs everything in the thread
+    (debugging, tests, small trees).
 
-    Submit only from one thread, and shut the pool down from that thread too: the kernel ties a worker's
-    parent-death signal to the thread that started it. Were that thread to end first, it would kill the idle
-    workers — one of them blocked in the task queue's read, holding its lock, which a worker still starting (its
-    parent-death signal not set yet, so it lives on) then waits for forever, and with it the pool's shutdown.
+    A spawned worker takes seconds to start (an interpreter; numpy and the readers imported): the thread examines
+    the files meanwhile, so a dump's first files never wait for it, and `start` may be left until a backlog
+    calls for the workers (`tcmp watch --once` on a small tree is done before they would be up).
+
+    Submit only from one thread (`claim_thread`), and start and shut the pool down from that thread too: the
+    kernel ties a worker's parent-death signal to the thread that started it. Were that thread to end first, it
+    would kill the idle workers — one of them blocked in the task queue's read, holding its lock, which a worker
+    still starting (its parent-death signal not set yet, so it lives on) then waits for forever, and with it the
+    pool's shutdown.
     """
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
         one_blas_thread()  # per worker: the workers are the parallelism
-        self._files = self._new_executor(max(workers, 1))
+        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tcmp-examine")
+        # Made here, not in the thread that submits (no process starts before the first task): making it starts
+        # multiprocessing's resource tracker, which unblocks SIGINT in the thread it was made in afterwards.
+        self._files = self._new_executor(workers) if workers else None
         self._graphs: Optional[concurrent.futures.Executor] = None
+        self._started = workers == 0
+        self._up = threading.Event()  # the workers have started (or failed to): files go to them
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
+    def up(self) -> bool:
+        """Files submitted now go to the worker processes (else to the thread)."""
+        return self._up.is_set()
 
     def _new_executor(self, size: int) -> concurrent.futures.Executor:
-        if self.workers == 0:
-            return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tcmp-examine")
         context = multiprocessing.get_context("spawn")  # the daemon runs threads: never fork it
         barrier = context.Barrier(size)  # handed over as the workers are spawned (it cannot travel with a task)
         return concurrent.futures.ProcessPoolExecutor(
             max_workers=size, mp_context=context, initializer=_init_worker, initargs=(os.getpid(), barrier)
         )
 
-    def warm_up(self) -> None:
-        """Start every worker now (a spawned worker needs a fraction of a second to import numpy and the readers),
-        so the first files of a dump do not wait for it. Logs "workers ready" once they all are (each warm-up waits
-        for the others, so no worker runs two of them while another is still starting).
+    def claim_thread(self) -> None:
+        """Make the calling thread the one that starts the workers and submits all work; call it first.
 
-        Call it from the thread that submits all work, before any submission: it blocks SIGINT in that thread, and
-        the signal mask is inherited through fork and exec, so every worker this thread spawns (now, or after a
-        crash) starts with SIGINT blocked until `_init_worker` ignores it. Python would otherwise die of a
-        KeyboardInterrupt (or "Fatal Python error: init_import_site") in a worker that is still starting. The
-        daemon's own SIGINT handler runs in the main thread, which this does not touch."""
+        It blocks SIGINT in this thread, and the signal mask is inherited through fork and exec, so every worker
+        this thread spawns (at `start`, or after a crash) starts with SIGINT blocked until `_init_worker` ignores
+        it. Python would otherwise die of a KeyboardInterrupt (or "Fatal Python error: init_import_site") in a
+        worker that is still starting. The daemon's own SIGINT handler runs in the main thread, which this does
+        not touch."""
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    def start(self) -> None:
+        """Start every worker now, each running one warm-up (which waits for the others, so no worker runs two of
+        them while another is still starting). Once they all have, files go to them and "workers ready" is
+        logged. Does nothing with `workers=0` or when started already."""
+        if self._started or self._files is None:
+            return
+        self._started = True
         started = time.monotonic()
-        futures = [self._files.submit(_warm_up) for _ in range(max(self.workers, 1))]
+        futures = [self._files.submit(_warm_up) for _ in range(self.workers)]
 
         def report() -> None:
             done, _ = concurrent.futures.wait(futures)
             if any(f.cancelled() for f in done):  # stopped before the workers were up: nothing to report
                 return
             failed = [exc for exc in (f.exception() for f in done) if exc is not None]
-            if failed:  # the first file will show the same problem, with its path
+            if failed:  # the first file sent to them will show the same problem, with its path
                 log.warning("a worker failed to start: %s", failed[0])
             else:
                 log.info("workers ready (%d) after %.1f s", len(futures), time.monotonic() - started)
+            self._up.set()
 
         threading.Thread(target=report, name="tcmp-warm-up", daemon=True).start()
 
     def submit_files(self, paths: tuple[str, ...], roots: Optional[tuple[str, ...]] = None) -> Future:
-        return self._files.submit(examine_batch, paths, roots)
+        executor = self._files if self._files is not None and self.up else self._thread
+        return executor.submit(examine_batch, paths, roots)
 
-    def submit_graph(self, path: str, root: Optional[str] = None) -> Future:
+    def submit_graph(self, path: str, root: Optional[str] = None, size: int = 0) -> Future:
+        roots = None if root is None else (root,)
+        if self.workers == 0 or size <= GRAPH_IN_PROCESS_BYTES:
+            return self._thread.submit(examine_batch, (path,), roots)
         if self._graphs is None:
             self._graphs = self._new_executor(1)
-        return self._graphs.submit(examine_batch, (path,), None if root is None else (root,))
+        return self._graphs.submit(examine_batch, (path,), roots)
 
     def restart(self) -> None:
         """Replace executors broken by a worker that died (killed, out of memory)."""
-        for name in ("_files", "_graphs"):
-            executor = getattr(self, name)
-            if executor is not None and getattr(executor, "_broken", False):
-                executor.shutdown(wait=False, cancel_futures=True)
-                setattr(self, name, self._new_executor(max(self.workers, 1)) if name == "_files" else None)
+        if self._files is not None and getattr(self._files, "_broken", False):
+            self._files.shutdown(wait=False, cancel_futures=True)
+            self._files = self._new_executor(self.workers)  # its workers start as work comes
+        if self._graphs is not None and getattr(self._graphs, "_broken", False):
+            self._graphs.shutdown(wait=False, cancel_futures=True)
+            self._graphs = None
 
     def shutdown(self) -> None:
-        for executor in (self._files, self._graphs):
+        for executor in (self._thread, self._files, self._graphs):
             if executor is not None:
                 executor.shutdown(wait=True, cancel_futures=True)

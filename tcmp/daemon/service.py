@@ -2,7 +2,8 @@
 the pipeline healthy, and stop cleanly on SIGTERM/SIGINT.
 
 Threads: the main loop (this module), watchdog's observer, the dispatcher, the index writer and the deleter;
-processes: `workers` examiners plus one graph parser (see convert.WorkerPool).
+processes: `workers` examiners plus one parser of big graph files (see examine.WorkerPool). Until the examiners are
+up (with `--once`, unless the files found call for them) a thread of this process examines the files.
 
 sd_notify is written by hand (a datagram to $NOTIFY_SOCKET): READY=1 once the roots are watched (the start-up
 scan then runs in the background and STATUS= reports progress), WATCHDOG=1 every WatchdogSec/2 but only while

@@ -39,11 +39,12 @@ def alive(pid: int) -> bool:
 
 
 def test_a_compare_killed_with_sigkill_leaves_no_worker_alive(tmp_path):
+    # --oversubscribe: two workers whatever the CPUs of the machine running the test (the CLI caps --jobs at them)
     # the workers start before the dumps are read: any dump keeps them there long enough to be seen
     scenario = write_scenario(tmp_path / "dump", ScenarioConfig(model=ModelConfig(layers=1), tokens=2))
     compare = subprocess.Popen(
         [sys.executable, "-m", "tcmp", "compare", "-m", "torchair", "-tp", str(scenario.target), "-gp",
-         str(scenario.golden_fx), "-o", str(tmp_path / "out"), "--jobs", "3"],
+         str(scenario.golden_fx), "-o", str(tmp_path / "out"), "--jobs", "3", "--oversubscribe"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     workers: set[int] = set()

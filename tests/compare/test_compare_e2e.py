@@ -294,7 +294,9 @@ def test_cli_starts_its_workers_while_it_runs_no_thread(multi_rank, cli, tmp_pat
 
     monkeypatch.setattr(local_pool, "start_workers", spy)
     before = set(threading.enumerate())  # threads other tests left behind may end meanwhile, none may start
-    result = cli("compare", "-tp", multi_rank.target, "-gp", multi_rank.golden_fx, "-o", tmp_path, "--jobs", "3")
+    # --oversubscribe: three processes on any machine (the CLI caps --jobs at its CPUs)
+    result = cli("compare", "-tp", multi_rank.target, "-gp", multi_rank.golden_fx, "-o", tmp_path, "--jobs", "3",
+                 "--oversubscribe")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert [count for count, _ in seen] == [3] and seen[0][1] <= before
 

@@ -10,7 +10,7 @@ import zlib
 from concurrent.futures import Future
 
 import numpy as np
-from daemon_testlib import crc, fx_path, npy_bytes, write_fx
+from daemon_testlib import crc, fx_path, npy_bytes, wait_until, write_fx
 
 from tcmp.daemon.examine import Failed, GraphParsed, NotReady, Skipped, Summarized, Vanished, WorkerPool, examine
 from tcmp.schemas.graph_reader import read_graph
@@ -106,6 +106,7 @@ def test_graph_files_are_parsed_and_broken_ones_fail(root):
 
 
 def test_the_process_pool_returns_the_same_results(root):
+    """The same results from the pool's thread (before the workers are up, or without any) and from a worker."""
     written = [str(write_fx(root, 0, n, np.full(3, n, np.float16))) for n in range(5)]
     paths = (*written, str(root / "gone.npy"))
     in_process = [examine(p) for p in paths]
@@ -113,21 +114,44 @@ def test_the_process_pool_returns_the_same_results(root):
         pool = WorkerPool(workers)
         try:
             assert pool.submit_files(paths).result(timeout=60) == tuple(in_process)
+            pool.start()
+            assert pool.started
+            if workers:
+                assert wait_until(lambda pool=pool: pool.up, timeout=60)
+                worker = pool.submit_files(paths).result(timeout=60)
+                assert worker == tuple(in_process)
         finally:
             pool.shutdown()
 
 
+class _StartingExecutor:
+    """A process pool whose workers' warm-ups end as the test says (each submit returns that one future)."""
+
+    def __init__(self, future: Future) -> None:
+        self.future = future
+
+    def submit(self, *args) -> Future:
+        return self.future
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
 def test_warm_up_reports_ready_failed_or_nothing_when_stopped_first(monkeypatch, caplog):
     """The warm-up thread logs "workers ready" or the start-up error, and stays quiet (no traceback) when the
-    daemon stopped before its workers were up."""
+    daemon stopped before its workers were up. Files go to the workers once they started (or failed to: the
+    first batch then shows why); never while they are still starting."""
     raised: list = []
     monkeypatch.setattr(threading, "excepthook", raised.append)
     caplog.set_level(logging.INFO, logger="tcmp.daemon.examine")
     for outcome in ("ready", "failed", "cancelled"):
-        pool = WorkerPool(0)
+        pool = WorkerPool(2)
         future: Future = Future()
-        monkeypatch.setattr(pool._files, "submit", lambda *args, future=future: future)
-        pool.warm_up()
+        pool._files.shutdown()  # never started
+        monkeypatch.setattr(pool, "_files", _StartingExecutor(future))
+        assert not pool.started
+        pool.start()
+        assert pool.started and not pool.up
         thread = next(t for t in threading.enumerate() if t.name == "tcmp-warm-up")  # waiting for the future
         if outcome == "ready":
             future.set_result(None)
@@ -138,7 +162,8 @@ def test_warm_up_reports_ready_failed_or_nothing_when_stopped_first(monkeypatch,
             future.set_running_or_notify_cancel()
         thread.join(timeout=10)
         assert not thread.is_alive(), outcome
+        assert pool.up is (outcome != "cancelled"), outcome
         pool.shutdown()
     messages = [r.getMessage() for r in caplog.records]
-    assert messages[0].startswith("workers ready (1) after") and "no numpy here" in messages[1]
+    assert messages[0].startswith("workers ready (2) after") and "no numpy here" in messages[1]
     assert len(messages) == 2 and not raised
