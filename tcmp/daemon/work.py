@@ -86,6 +86,9 @@ class WorkQueue:
         self._graph_in_flight = False
         self._crashes: collections.Counter[str] = collections.Counter()
         self._isolate: set[str] = set()
+        # the bytes of the dump files (not graphs) in `queued` and `in_flight`, kept as they come and go: summing
+        # them at every submit would cost a pass over a directory's whole listing per batch
+        self._waiting_dump_bytes = 0
         self.max_batches = max(2, 2 * max(pool.workers, 1))
 
     @property
@@ -96,8 +99,14 @@ class WorkQueue:
         started = list(self._batches.values())
         return time.monotonic() - min(started) if started else 0.0
 
+    def _count(self, item: Optional[Queued], sign: int) -> None:
+        if item is not None and item.kind is not FileKind.GRAPH:
+            self._waiting_dump_bytes += sign * item.size
+
     def add(self, path: str, item: Queued) -> None:
+        self._count(self.queued.get(path), -1)
         self.queued[path] = item
+        self._count(item, +1)
         if item.kind is FileKind.GRAPH:
             self._graph_queue.append(path)
         else:
@@ -115,7 +124,9 @@ class WorkQueue:
         """The file's result is in: it is no longer in flight."""
         self._isolate.discard(path)
         self._crashes.pop(path, None)
-        return self.in_flight.pop(path, None)
+        item = self.in_flight.pop(path, None)
+        self._count(item, -1)
+        return item
 
     # -- submitting
 
@@ -145,17 +156,9 @@ class WorkQueue:
                 self._submit_files(tuple(batch))
 
     def _backlog_s(self) -> float:
-        """How long the daemon's own thread would summarize the dump files waiting (queued or in flight), as far
-        as it matters: the count stops past START_WORKERS_AFTER_S. Graph texts are not the workers' (WorkerPool)."""
-        total = 0
-        limit = START_WORKERS_AFTER_S * SUMMARIZED_BYTES_PER_S
-        for items in (self.queued, self.in_flight):
-            for item in items.values():
-                if item.kind is not FileKind.GRAPH:
-                    total += item.size
-                    if total > limit:
-                        return total / SUMMARIZED_BYTES_PER_S
-        return total / SUMMARIZED_BYTES_PER_S
+        """How long the daemon's own thread would summarize the dump files waiting (queued or in flight). Graph
+        texts are not the workers' (WorkerPool)."""
+        return self._waiting_dump_bytes / SUMMARIZED_BYTES_PER_S
 
     def _submit_files(self, paths: tuple[str, ...]) -> None:
         try:
@@ -209,6 +212,7 @@ class WorkQueue:
             if self._crashes[path] >= WORKER_CRASH_LIMIT:
                 self._crashes.pop(path)
                 self._isolate.discard(path)
+                self._count(item, -1)
                 self._on_crashed(path, item)
                 continue
             self._isolate.add(path)

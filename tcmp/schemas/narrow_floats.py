@@ -2,8 +2,8 @@
 
 Importing ml_dtypes costs a process 1.2-1.5 s with ml_dtypes 0.7.0 (0.15-0.2 s with 0.5/0.6), more than the
 rest of tcmp's start-up; a dump of float16/float32 tensors, a compare from the index and the watcher's start-up
-never need it. So nothing else in tcmp imports ml_dtypes: it asks here, and tells these types apart by name
-(`numpy_name`) wherever a name is all it has.
+never need it. So nothing else in tcmp imports ml_dtypes: it asks here, and tells these types apart by numpy's
+name (`is_float_name`, `float_limits`, `dtype_of_name`) wherever a name is all it has.
 
 An array can only hold one of these dtypes once ml_dtypes is imported, so `is_narrow_float` and `is_bfloat16` answer
 without importing it.

@@ -90,3 +90,21 @@ def test_once_the_workers_are_up_they_take_as_many_batches_as_they_can():
     pool.up = True
     queue.submit()
     assert len(pool.batches) == 2 * 3  # two batches per worker in flight at most
+
+
+def test_files_summarized_no_longer_count_towards_the_backlog():
+    """What waits is what is queued or in flight: a file whose result is in is no longer counted."""
+    quarter = int(work.START_WORKERS_AFTER_S * work.SUMMARIZED_BYTES_PER_S) // 4
+    pool = RecordingPool(2)
+    queue = _queue(pool, [quarter] * 3)  # 3/4 of the bytes that start the workers
+    queue.submit()
+    assert pool.starts == 0 and len(queue.in_flight) == work.THREAD_BATCHES  # one file a batch: each is > BATCH_BYTES
+    for path in list(queue.in_flight):
+        assert queue.take(path) is not None  # summarized by the thread
+    for n in (3, 4):
+        queue.add(f"/dumps/file{n}", Queued(SPEC, Origin.SCAN, FileKind.FX_NPY, quarter))
+    queue.submit()
+    assert pool.starts == 0  # 3 quarters waiting (5 added, 2 done)
+    queue.add("/dumps/file5", Queued(SPEC, Origin.SCAN, FileKind.FX_NPY, quarter + 1))
+    queue.submit()
+    assert pool.starts == 1  # just over
