@@ -16,7 +16,8 @@ DecompressionStream. The payload's fields are read by page_files/page.js:
     dist      per row: 1 - Cosine unrounded (tensor mode; null where there is no cosine), the chart's y
     node      per row: its op's node       x       per row: its op's place in the token's execution order
     nodes     {names, types, producers, found, table}: the graph (`PageGraph`); nodes [0, table) have rows
-    meta      mode, thresholds, first divergences (token, node), file names
+    meta      mode, thresholds, first divergences (token, node), file names, `shown`: the table's column
+              order on the page (indices into `columns`; `shown_order`)
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ _LEVEL = 6
 # points); plotly's WebGL renderer compiles code at run time, so only such a page's CSP allows 'unsafe-eval'
 SVG_POINTS = 5000
 DICTIONARY_LIMIT = 1000  # different cells a column's `words` hold: dtypes, shapes, verdicts, zeros, N/A
+# the page's table shows these first, API Name frozen at the left edge: a row's name and the cells its verdict comes
+# from are on screen together (the CSV keeps msprobe's order)
+FIRST_SHOWN = ("API Name", "Result", "Accuracy Reached or Not", "Cosine", "MaxRelativeErr")
+
+
+def shown_order(mode: Mode) -> list[int]:
+    """The table's columns as the page shows them: indices into `columns(mode)`, FIRST_SHOWN (those the mode has)
+    first, the others in the CSV's order."""
+    header = columns(mode)
+    first = [header.index(name) for name in FIRST_SHOWN if name in header]
+    return first + [i for i in range(len(header)) if i not in first]
 
 
 class PageWriter:
@@ -165,6 +177,7 @@ class PageWriter:
             "meta": {
                 "mode": result.mode.value,
                 "numeric": [name for name in columns(self.mode) if name in NUMBER_COLUMNS],
+                "shown": shown_order(self.mode),
                 "thresholds": result.options.thresholds.__dict__,
                 "divergences": divergences,
                 "files": summary.get("files", {}),
