@@ -236,6 +236,7 @@
     const tokens = [...new Set(m.token)].sort((a, b) => a - b);
     $("chart-token").insertAdjacentHTML("beforeend", tokens.map((t) => `<option value="${t}">${t}</option>`).join(""));
     $("chart-token").addEventListener("change", async () => {
+      if (!m.chart) return; // the first drawing reads the choice itself
       await drawChart(m, m.chart.metric);
       await markSelected(m);
     });
