@@ -3,7 +3,8 @@ and the time it takes headless Chromium to show it.
 
 A synthetic dump pair (160 layers x 20 tokens of a small model: ~98,000 rows, ~60,000 GE files) is written once
 into a work directory and compared (all cores) twice, with and without the page, which gives what writing the page
-costs the compare. Then the page is opened from its file:// URL with the network off, each time in a new Chromium
+costs the compare: its share of the compare's wall time, (with - without) / with, against issue
+26's target of 10 %. Then the page is opened from its file:// URL with the network off, each time in a new Chromium
 with a new profile (nothing cached, as when a report is opened from a file manager), and the page's own clock
 (ms since navigation start) says when
 
@@ -40,6 +41,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 TARGET_FIRST_RENDER_MS = 2000
+TARGET_PAGE_SHARE = 0.10  # issue 26: (with page - without) / with page
 MB = 1e6
 
 
@@ -158,12 +160,21 @@ def main() -> int:
         f"(rows {data / MB:.1f} MB as base64 of gzip, libraries {libraries / MB:.1f} MB, the rest "
         f"{(html_size - data - libraries) / MB:.2f} MB)"
     )
+    share = (with_page - without) / with_page
     print(
-        f"compare: {without:.1f} s without the page, {with_page:.1f} s with it ({with_page / without:.2f}x; "
-        "fastest of two each)"
+        f"compare: {without:.1f} s without the page (--no-html), {with_page:.1f} s with it "
+        f"({with_page / without:.2f}x; "
+        "fastest of two each, alternated)"
+    )
+    print(
+        f"  the page's share of the compare's wall time  {share:6.1%}   target <= {TARGET_PAGE_SHARE:.0%} "
+        f"({share / TARGET_PAGE_SHARE:.2f}x the target)"
     )
     print(f"in headless Chromium, median of {len(runs)} openings (new browser and profile each), ms since navigation:")
-    print(f"  rows shown (first render)  {first:7.0f}   target < {TARGET_FIRST_RENDER_MS}")
+    print(
+        f"  rows shown (first render)  {first:7.0f}   target < {TARGET_FIRST_RENDER_MS} "
+        f"({first / TARGET_FIRST_RENDER_MS:.2f}x the target)"
+    )
     print(f"    payload inflated + parsed {median(lambda r: r['phases']['payload']):5.0f}")
     print(f"  chart shown                {median(lambda r: r['phases']['chart']):7.0f}")
     print(f"  Result = FAIL redraw       {median(lambda r: r['filter']):7.0f}   ({runs[0]['failing']:,} rows)")
@@ -173,7 +184,7 @@ def main() -> int:
     if leaked:
         print(f"requests that left the page: {leaked}")
         return 1
-    return 0 if first < TARGET_FIRST_RENDER_MS else 1
+    return 0 if first < TARGET_FIRST_RENDER_MS and share <= TARGET_PAGE_SHARE else 1
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ DecompressionStream. The payload's fields are read by page_files/page.js:
     dist      per row: 1 - Cosine unrounded (tensor mode; null where there is no cosine), the chart's y
     node      per row: its op's node       x       per row: its op's place in the token's execution order
     nodes     {names, types, producers, found, table}: the graph (`PageGraph`); nodes [0, table) have rows
-    meta      mode, thresholds, first divergences (token, node), file names
+    meta      mode, thresholds, first divergences (token, node), file names, `shown`: the table's column
+              order on the page (indices into `columns`; `shown_order`)
 """
 
 from __future__ import annotations
@@ -42,12 +43,25 @@ from tcmp.compare.report.table import NUMBER_COLUMNS, RenderedRows, columns
 from tcmp.schemas.graph import Graph
 
 _COLOUR_CODES = {Colour.RED: "r", Colour.YELLOW: "y", Colour.GREEN: "g"}
+_OUTPUT_CODES = {True: ord("1"), False: ord("0")}
+_json_string = json.encoder.encode_basestring  # what json.dumps(ensure_ascii=False) writes for a str (its C code)
 _GZIP = 31  # zlib wbits: a gzip stream, what DecompressionStream("gzip") reads
 _LEVEL = 6
 # more output rows than this are drawn with WebGL where the browser has it (SVG slows down past a few thousand
 # points); plotly's WebGL renderer compiles code at run time, so only such a page's CSP allows 'unsafe-eval'
 SVG_POINTS = 5000
 DICTIONARY_LIMIT = 1000  # different cells a column's `words` hold: dtypes, shapes, verdicts, zeros, N/A
+# the page's table shows these first, API Name frozen at the left edge: a row's name and the cells its verdict comes
+# from are on screen together (the CSV keeps msprobe's order)
+FIRST_SHOWN = ("API Name", "Result", "Accuracy Reached or Not", "Cosine", "MaxRelativeErr")
+
+
+def shown_order(mode: Mode) -> list[int]:
+    """The table's columns as the page shows them: indices into `columns(mode)`, FIRST_SHOWN (those the mode has)
+    first, the others in the CSV's order."""
+    header = columns(mode)
+    first = [header.index(name) for name in FIRST_SHOWN if name in header]
+    return first + [i for i in range(len(header)) if i not in first]
 
 
 class PageWriter:
@@ -69,6 +83,8 @@ class PageWriter:
         self._op_types: list[str] = []
         self._next_x: dict[int, int] = {}  # token -> the place its next op takes
         self._words: list[dict[str, int]] = [{} for _ in columns(mode)]
+        self._known: list[dict[str, str]] = [{} for _ in columns(mode)]  # per column: word -> its index as JSON
+        self._mostly_new = [False for _ in columns(mode)]  # per column: its words are full and most cells miss them
         self.unmatched = UnmatchedKept()
         self._write('{"rows":[')
 
@@ -79,31 +95,52 @@ class PageWriter:
 
     def add_rows(self, rows: RenderedRows) -> None:
         """One unit's rows (a token of a graph), in execution order."""
+        table = list(rows.cells())
+        if not table:
+            return
+        # Column by column, in bulk: per cell only C-level maps (a dictionary look-up, a JSON string's escaping).
+        # Each row's text is what json.dumps(row cells coded, ensure_ascii=False) gives, rows joined by ",".
+        coded = [self._coded(j, column) for j, column in enumerate(zip(*table)) if j < len(self._words)]
+        self._write(("," if self._rows else "") + "[" + "],[".join(map(", ".join, zip(*coded))) + "]")
+        self._rows += len(table)
+        self._colours += "".join(map(_COLOUR_CODES.__getitem__, rows.colours)).encode()
+        self._outputs += bytes(_OUTPUT_CODES[op.output] for op in rows.ops)
+        self._distance.extend(math.nan if op.cosine_distance is None else op.cosine_distance for op in rows.ops)
         placed: dict[tuple[str, str, int], int] = {}  # an op execution's place, within this unit
-        parts = []
-        for cells, colour, op in zip(rows.cells(), rows.colours, rows.ops):
-            coded: list = []
-            for words, cell in zip(self._words, cells):
-                word = words.get(cell)
-                if word is None and len(words) < DICTIONARY_LIMIT:
-                    word = words[cell] = len(words)
-                coded.append(cell if word is None else word)
-            parts.append(("," if self._rows else "") + json.dumps(coded, ensure_ascii=False))
-            self._rows += 1
-            self._colours += _COLOUR_CODES[colour].encode()
-            self._outputs += b"1" if op.output else b"0"
+        for cells, op in zip(table, rows.ops):
             node = self._ops.setdefault((op.graph, op.op_name), len(self._ops))
             if node == len(self._op_types):
                 self._op_types.append(op.op_type)
             self._node.append(node)
-            self._distance.append(math.nan if op.cosine_distance is None else op.cosine_distance)
             key = (op.graph, op.op_name, op.execution)
             if key not in placed:
                 token = int(cells[0])
                 placed[key] = self._next_x.get(token, 0)
                 self._next_x[token] = placed[key] + 1
             self._x.append(placed[key])
-        self._write("".join(parts))
+
+    def _coded(self, j: int, column: Sequence[str]) -> list[str]:
+        """A column's cells of a unit as JSON text: its word's index where its column's `words` hold it (cells
+        are taken in as words in the order they first appear, while fewer than DICTIONARY_LIMIT), else the cell
+        as a JSON string."""
+        words, known = self._words[j], self._known[j]
+        if len(words) < DICTIONARY_LIMIT:
+            for cell in dict.fromkeys(column):
+                if cell not in words:
+                    if len(words) == DICTIONARY_LIMIT:
+                        break
+                    known[cell] = str(len(words))
+                    words[cell] = len(words)
+        if self._mostly_new[j]:  # a column of names or numbers: nearly every cell its own JSON string
+            return list(map(known.get, column, map(_json_string, column)))
+        found = list(map(known.get, column))
+        misses = found.count(None)
+        if not misses:
+            return found  # type: ignore[return-value]  # no None in it
+        if misses > len(found) // 8:
+            self._mostly_new[j] = len(words) == DICTIONARY_LIMIT
+            return list(map(known.get, column, map(_json_string, column)))
+        return [_json_string(cell) if text is None else text for cell, text in zip(column, found)]
 
     def add_unmatched(self, csv_text: str) -> None:
         self.unmatched.add(csv.reader(io.StringIO(csv_text, newline="")))
@@ -140,6 +177,7 @@ class PageWriter:
             "meta": {
                 "mode": result.mode.value,
                 "numeric": [name for name in columns(self.mode) if name in NUMBER_COLUMNS],
+                "shown": shown_order(self.mode),
                 "thresholds": result.options.thresholds.__dict__,
                 "divergences": divergences,
                 "files": summary.get("files", {}),

@@ -6,6 +6,7 @@
   const $ = (id) => document.getElementById(id);
   const FILL = { r: "#d62728", y: "#e6b800", g: "#2ca02c" };
   const SCALE = { codes: { r: 0, y: 1, g: 2 }, colorscale: [[0, FILL.r], [0.5, FILL.y], [1, FILL.g]], cmin: 0, cmax: 2 };
+  const tokenColour = (k) => `hsl(${Math.round((210 + k * 137.508) % 360)}, 70%, 38%)`; // golden angle: neighbours differ; blue first, not a verdict's red
   const DRAWN_POINTS = 10000; // tokens past this many points start hidden (a click on the legend draws them)
   const DEPTH = 3; // neighbourhood: steps up and down the graph
   const WIDTH = 12; // nodes listed per step
@@ -168,17 +169,20 @@
     }
     let drawn = 0; // points of the tokens drawn so far: the first token always is
     const hidden = [];
+    const only = $("chart-token").value === "" ? null : Number($("chart-token").value); // one token shown
     const visible = (token, rows) => {
+      if (only !== null) return token === only ? true : "legendonly";
       drawn += rows.length;
       if (drawn === rows.length || drawn <= DRAWN_POINTS) return true;
       hidden.push(token);
       return "legendonly";
     };
-    const traces = [...tokens].map(([token, rows]) => ({
+    // a token: its line and the rims of its points in its own colour; a point's fill is its row's verdict
+    const traces = [...tokens].map(([token, rows], k) => ({
       visible: visible(token, rows), type, mode: "lines+markers", name: `token ${token}`, ...points(rows), hoverinfo: "text",
-      text: rows.map((i) => hover(m, i, metric)), line: { width: 1, color: "rgba(110,110,110,0.45)" },
-      marker: { size: 7, color: rows.map((i) => SCALE.codes[m.colour[i]]), colorscale: SCALE.colorscale,
-        cmin: SCALE.cmin, cmax: SCALE.cmax },
+      text: rows.map((i) => hover(m, i, metric)), line: { width: 1.5, color: tokenColour(k) },
+      marker: { size: 8, color: rows.map((i) => SCALE.codes[m.colour[i]]), colorscale: SCALE.colorscale,
+        cmin: SCALE.cmin, cmax: SCALE.cmax, line: { width: 1.5, color: tokenColour(k) } },
     }));
     const marked = m.meta.divergences.filter((d) => d.node !== null);
     const markedRows = marked.flatMap((d) => (m.byOp.get(d.token + ":" + d.node) || []).filter((i) => yOf.has(i)));
@@ -221,14 +225,21 @@
   function drawChart(m, metric) {
     const built = chart(m, metric);
     m.chart = Object.assign(built, { metric });
-    $("chart-note").textContent = built.hidden.length
+    $("chart-note").textContent = (built.hidden.length
       ? `${built.hidden.length} of ${built.traces.length - 2} tokens start hidden to keep the page quick ` +
-        "(their points are in the chart: click a token in the legend to draw it)."
-      : "";
+        "(their points are in the chart). "
+      : "") + "A click on a token in the legend shows or hides it, a double click shows it alone.";
     return m.Plotly.react($("chart"), built.traces, built.layout, { displaylogo: false, responsive: true });
   }
 
   function chartControls(m) {
+    const tokens = [...new Set(m.token)].sort((a, b) => a - b);
+    $("chart-token").insertAdjacentHTML("beforeend", tokens.map((t) => `<option value="${t}">${t}</option>`).join(""));
+    $("chart-token").addEventListener("change", async () => {
+      if (!m.chart) return; // the first drawing reads the choice itself
+      await drawChart(m, m.chart.metric);
+      await markSelected(m);
+    });
     const choices = metrics(m);
     if (choices.length < 2) return;
     $("chart-controls").innerHTML = "y: " + choices.map((c, k) =>
@@ -274,10 +285,13 @@
     };
     DataTable.ext.search.push((_settings, _cells, i) => keep(m, i));
     const render = (cell, type) => (type === "display" ? esc(cell) : cell);
+    // shown in the writer's order (`meta.shown`: API Name, then what the verdict comes from), API Name frozen at
+    // the left edge when the table scrolls sideways; the rows keep the CSV's order of cells
     const rows = new DataTable($("rows"), {
       data: m.rows,
-      columns: m.columns.map((title) => ({ title, type: numeric.has(title) ? "tcmp-num" : "string", render,
-        searchable: false })),
+      columns: m.meta.shown.map((i) => ({ title: esc(m.columns[i]), data: i,
+        type: numeric.has(m.columns[i]) ? "tcmp-num" : "string", render, searchable: false })),
+      fixedColumns: { start: 1 },
       deferRender: true, scroller: { displayBuffer: 4 }, // the rows in the DOM: four screens' worth
       scrollY: "60vh", scrollX: true, order: [],
       autoWidth: false, layout: { topStart: "info", topEnd: null, bottomStart: null, bottomEnd: null },
