@@ -272,7 +272,6 @@ def compare(
 
 
 def _compare_on_cluster(options, address: str, output_path: Path, formats: tuple, fail_on_diff: bool) -> None:
-    from tcmp.compare.cluster.overview import cluster_lines
     from tcmp.compare.cluster.run import run_cluster_compare
     from tcmp.compare.report.console import print_outcome
 
@@ -283,9 +282,7 @@ def _compare_on_cluster(options, address: str, output_path: Path, formats: tuple
             progress.update(task, completed=done, total=total)
 
         done = run_cluster_compare(options, address, output_path, formats=formats, progress=advance)
-    print_outcome(out, done.result)
-    for line in cluster_lines(done.result, done.summary):
-        out.print(escape(line), highlight=False)
+    print_outcome(out, done.result, done.not_compared)
     if done.overview_path is not None:
         out.print(f"cluster summary: {escape(str(done.overview_path))}", highlight=False)
     if done.page_path is not None:

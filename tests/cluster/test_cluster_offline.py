@@ -10,9 +10,9 @@ import pytest
 
 from tcmp.cli import with_cluster_address
 from tcmp.compare.cluster.inventory import Holdings, NodeInventory, RankHolding, check_versions, plan_cluster
-from tcmp.compare.cluster.overview import earliest_divergence
 from tcmp.compare.collect.binding import GoldenKind
 from tcmp.compare.records import CompareError
+from tcmp.compare.report.divergences import earliest_divergence
 from tcmp.compare.report.outcome import Counts, Divergence, RankResult
 
 
