@@ -23,8 +23,8 @@ def compare(
         typer.Option("--golden_path", "--golden-path", "-gp", help="The golden: an FX dump or a fusion-off GE dump."),
     ],
     mode: Annotated[
-        CompareMode, typer.Option("--mode", "-m", case_sensitive=False, help="Compare mode.")
-    ] = CompareMode.torchair,
+        str, typer.Option("--mode", "-m", metavar="torchair", help="Compare mode: torchair (the only one).")
+    ] = CompareMode.torchair.value,
     output_path: Annotated[
         Path, typer.Option("--output_path", "--output-path", "-o", help="Directory for the reports.")
     ] = Path("."),
@@ -102,6 +102,8 @@ def compare(
     from tcmp.compare.report.writers import ReportChoice, chosen_formats
     from tcmp.schemas.acl_dump import AclStage
 
+    if mode.lower() not in {m.value for m in CompareMode}:  # any case: -m TorchAir
+        raise fail(f"--mode {mode}: tcmp compares torchair dumps only (--mode torchair, the default)", EXIT_USAGE)
     try:
         chosen = DataMode(data_mode)
     except ValueError:

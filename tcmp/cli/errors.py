@@ -16,6 +16,7 @@ from typing import Any, Callable, TypeVar, cast
 
 import typer
 
+from tcmp.cli.options import NamedArguments
 from tcmp.cli.output import err
 from tcmp.schemas.display import escape
 from tcmp.schemas.errors import TcmpError
@@ -74,7 +75,7 @@ class TcmpTyper(typer.Typer):
     """A typer app whose every command ends its errors as `exit_codes` says."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
-        register = super().command(*args, **kwargs)
+        register = super().command(*args, **{"cls": NamedArguments, **kwargs})
 
         def registered(function: F) -> F:
             register(exit_codes(function))

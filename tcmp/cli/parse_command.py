@@ -13,7 +13,10 @@ from tcmp.schemas.display import escape
 
 def parse(
     paths: Annotated[
-        list[Path], typer.Argument(help="GE dump files, aclgraph .pt files, or directories holding them.", exists=True)
+        list[Path],
+        typer.Argument(
+            help="GE dump files, aclgraph .pt files, or directories holding them.", metavar="PATH", exists=True
+        ),
     ],
     output_path: Annotated[
         Optional[Path],

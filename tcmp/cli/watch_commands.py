@@ -18,7 +18,8 @@ from tcmp.schemas.host import default_compare_jobs, default_watch_workers
 
 def watch(
     directories: Annotated[
-        list[Path], typer.Argument(help="Dump roots to watch.", exists=True, file_okay=False, resolve_path=True)
+        list[Path],
+        typer.Argument(help="Dump roots to watch.", metavar="DIR", exists=True, file_okay=False, resolve_path=True),
     ],
     db: Annotated[
         Optional[Path], typer.Option("--db", help="One index for all roots (default: DIR/.tcmp/index.sqlite each).")
@@ -27,14 +28,31 @@ def watch(
         bool, typer.Option("--drop-raw", help="Delete raw dump files once their summary is committed.")
     ] = False,
     raw_budget: Annotated[
-        Optional[str], typer.Option("--raw-budget", help="With --drop-raw: keep raw files up to SIZE per root (50G).")
+        Optional[str],
+        typer.Option(
+            "--raw-budget",
+            metavar="SIZE",
+            help="With --drop-raw: keep raw files up to SIZE per root: bytes, or a number with a unit K, M, G, T, "
+            "binary (50G, 50GB and 50GiB are all 50 x 2^30 bytes).",
+        ),
     ] = None,
     keep_raw_ops: Annotated[
         Optional[list[str]],
-        typer.Option("--keep-raw-ops", help="With --drop-raw: never delete raw files of ops matching this glob."),
+        typer.Option(
+            "--keep-raw-ops",
+            metavar="GLOB",
+            help="With --drop-raw: never delete raw files of ops matching this glob (name or type; repeatable).",
+        ),
     ] = None,
     workers: Annotated[
-        int, typer.Option("--workers", min=0, help="Summarizing processes (default: the cores, at most 4).")
+        int,
+        typer.Option(
+            "--workers",
+            min=0,
+            metavar="N",
+            help="Summarizing processes (default: the usable CPUs, at most 4); 0: none, the daemon's own process "
+            "summarizes every file (the fastest on small trees, which are done before a worker is up).",
+        ),
     ] = default_watch_workers(),
     once: Annotated[bool, typer.Option("--once", help="Scan, summarize what is complete, exit.")] = False,
     incomplete_timeout: Annotated[
@@ -84,7 +102,8 @@ def watch(
 
 def status(
     directory: Annotated[
-        Optional[Path], typer.Argument(help="A watched root (or a directory inside one); default: the cwd.")
+        Optional[Path],
+        typer.Argument(help="A watched root (or a directory inside one); default: the cwd.", metavar="DIR"),
     ] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help="The index file to report on.")] = None,
     cluster: Annotated[Optional[str], cluster_option("every node's state, as one table")] = None,
@@ -109,7 +128,8 @@ def status(
 
 def demo(
     directory: Annotated[
-        Optional[Path], typer.Argument(help="An empty directory for the example (default: a new temp dir).")
+        Optional[Path],
+        typer.Argument(help="An empty directory for the example (default: a new temp dir).", metavar="DIR"),
     ] = None,
     jobs: Annotated[
         int, typer.Option("--jobs", "-j", min=1, help="Processes (at most the CPUs this process may use).")
