@@ -12,7 +12,7 @@ from tcmp import __version__
 from tcmp.cli.errors import TcmpTyper, fail
 from tcmp.cli.options import capped_jobs
 from tcmp.cli.output import err, log_format, out
-from tcmp.schemas.display import DataFormatter, escape
+from tcmp.schemas.display import DataFormatter, escape, quoted
 from tcmp.schemas.host import one_blas_thread, usable_cpus
 
 one_blas_thread()  # before numpy loads
@@ -51,7 +51,7 @@ def check_writable(directory: Path, what: str) -> None:
     try:
         files.check_writable(directory)
     except OSError as exc:
-        raise fail(f"cannot write {what} {directory}: {exc.strerror or exc}") from None
+        raise fail(f"cannot write {what} {quoted(directory)}: {exc.strerror or exc}") from None
 
 
 def _print_version(version: bool) -> None:

@@ -10,7 +10,7 @@ from tcmp.cli.application import Verbose, capped, check_writable
 from tcmp.cli.errors import EXIT_FAILURES, EXIT_USAGE, fail, verbose_given
 from tcmp.cli.options import CompareMode, cluster_option, positive
 from tcmp.cli.output import err, out, progress_display
-from tcmp.schemas.display import escape
+from tcmp.schemas.display import escape, quoted
 from tcmp.schemas.host import default_compare_jobs
 
 
@@ -158,9 +158,9 @@ def _compare_on_cluster(options, address: str, output_path: Path, formats: tuple
         done = run_cluster_compare(options, address, output_path, formats=formats, progress=advance)
     print_outcome(out, done.result, done.not_compared)
     if done.overview_path is not None:
-        out.print(f"cluster summary: {escape(str(done.overview_path))}", highlight=False)
+        out.print(f"cluster summary: {escape(quoted(done.overview_path))}", highlight=False)
     if done.page_path is not None:
-        out.print(f"cluster page: {escape(str(done.page_path))}", highlight=False)
+        out.print(f"cluster page: {escape(quoted(done.page_path))}", highlight=False)
     if not done.complete:
         ranks = ", ".join(str(n.rank) for n in done.not_compared if n.rank is not None)
         raise fail(f"cluster compare incomplete: {len(done.not_compared)} not compared"

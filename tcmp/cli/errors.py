@@ -18,7 +18,7 @@ import typer
 
 from tcmp.cli.options import NamedArguments
 from tcmp.cli.output import err
-from tcmp.schemas.display import escape
+from tcmp.schemas.display import escape, quoted
 from tcmp.schemas.errors import TcmpError
 
 EXIT_FAILURES, EXIT_USAGE, EXIT_RUNTIME = 1, 2, 3
@@ -43,8 +43,8 @@ def os_error_line(exc: OSError) -> str:
     from tcmp.schemas.files import WriteError
 
     if isinstance(exc, WriteError):  # a report, page or cache file: named, with what became of the others
-        return f"cannot write {exc.filename}: {exc.strerror}"
-    return f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")
+        return f"cannot write {quoted(exc.filename)}: {exc.strerror}"
+    return f"{exc.strerror or exc}: {quoted(exc.filename) if exc.filename else ''}".strip(": ")
 
 
 def error_exit(exc: Exception) -> tuple[str, int]:

@@ -8,7 +8,7 @@ import typer
 from tcmp.cli.application import Verbose, check_writable
 from tcmp.cli.errors import EXIT_FAILURES, EXIT_USAGE, fail
 from tcmp.cli.output import err, out, progress_display
-from tcmp.schemas.display import escape
+from tcmp.schemas.display import escape, quoted
 
 
 def parse(
@@ -45,7 +45,7 @@ def parse(
         try:
             output = Directory(target)
         except OSError as exc:
-            raise fail(f"cannot write to {target}: {exc.strerror or exc}") from None
+            raise fail(f"cannot write to {quoted(target)}: {exc.strerror or exc}") from None
     failed = 0
     with progress_display() as progress:
         task = progress.add_task("parsing", total=len(files))
@@ -57,15 +57,16 @@ def parse(
             progress.advance(task)
             if result.error:
                 failed += 1
-                err.print(f"[red]{escape(str(path))}[/]: {escape(result.error)}", highlight=False, soft_wrap=True)
+                err.print(f"[red]{escape(quoted(path))}[/]: {escape(result.error)}", highlight=False, soft_wrap=True)
                 continue
             for tensor in result.tensors:
                 if info:
                     out.print(tensor.to_json(), markup=False, emoji=False)  # JSON verbatim: names may hold [..] or :x:
             for tensor in result.not_dumped if target is not None else ():  # every other tensor was written
                 why = f"{tensor.io} {tensor.index} {tensor.notes[0]}, no .npy written"
-                err.print(f"{escape(str(path))}: {why}", highlight=False, soft_wrap=True)
+                err.print(f"{escape(quoted(path))}: {why}", highlight=False, soft_wrap=True)
     if target is not None:
-        err.print(f"{len(files) - failed} of {len(files)} files converted into {target}", highlight=False)
+        converted = f"{len(files) - failed} of {len(files)} files converted into {escape(quoted(target))}"
+        err.print(converted, highlight=False, soft_wrap=True)  # whole, to be pasted
     if failed:
         raise typer.Exit(EXIT_FAILURES)

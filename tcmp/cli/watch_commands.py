@@ -12,7 +12,7 @@ from tcmp.cli.application import Verbose, capped
 from tcmp.cli.errors import EXIT_USAGE, fail
 from tcmp.cli.options import cluster_option
 from tcmp.cli.output import err, out, timestamped_log
-from tcmp.schemas.display import escape
+from tcmp.schemas.display import escape, quoted
 from tcmp.schemas.host import default_compare_jobs, default_watch_workers
 
 
@@ -153,11 +153,11 @@ def demo(
         f"write (a file cut short is waited for {INCOMPLETE_TIMEOUT_S:.0f} s)"
     )
     out.print(
-        f"index {escape(str(index.path))}: {index.summarized} dump files and {index.graphs} graphs summarized, "
+        f"index {escape(quoted(index.path))}: {index.summarized} dump files and {index.graphs} graphs summarized, "
         f"{format_size(index.bytes_freed)} of raw files deleted, {index.failed} recorded as failed"
     )
     for problem in index.recent_errors:
         assert problem.error is not None  # an error row is written with its reason (ProblemRow.error is a str)
-        out.print(f"  kept raw: {escape(str(problem.path))}: {escape(problem.error)}")
+        out.print(f"  kept raw: {escape(quoted(problem.path))}: {escape(problem.error)}")
     out.print(f"injected faults: {', '.join(demo_result.faults)}")
     print_outcome(out, demo_result.result)

@@ -21,7 +21,7 @@ from tcmp.compare.report.divergences import Uncompared, group_divergences, ranks
 from tcmp.compare.report.legend import legend
 from tcmp.compare.report.outcome import CompareResult, Counts, RankResult
 from tcmp.compare.report.table import message, number
-from tcmp.schemas.display import escape
+from tcmp.schemas.display import escape, quoted
 
 WORST_SHOWN = 5
 GROUPS_SHOWN = 10  # first-divergence lines per rank; every token is in the summary JSON
@@ -119,10 +119,11 @@ def _unreadable(console: Console, rank: RankResult) -> None:
     c = rank.counts
     for item in rank.unreadable:
         reason = item.reason if item.reason.startswith("unreadable") else f"unreadable: {item.reason}"
-        say(console, f"  [yellow]{item.role.value} {escape(item.path or item.op_name)}[/]: {escape(reason)}")
+        what = quoted(item.path) if item.path else item.op_name
+        say(console, f"  [yellow]{item.role.value} {escape(what)}[/]: {escape(reason)}")
     rest = c.unmatched_unreadable - len(rank.unreadable)
     report = rank.report
-    where = f" in {escape(str(report.unmatched))}" if report is not None else " in the unmatched report"
+    where = f" in {escape(quoted(report.unmatched))}" if report is not None else " in the unmatched report"
     if rest > 0:
         say(console, f"  ... {rest} more unreadable item{'s' if rest > 1 else ''}{where} (kind `unreadable`)")
     elif rank.unreadable and report is not None:
@@ -151,18 +152,19 @@ def _rank(console: Console, rank: RankResult, mode: Mode, items: str = "GE ops")
         _worst(console, rank.worst[:WORST_SHOWN], mode, c.nan_inf_one_side)
     report = rank.report
     if report is not None:
-        say(console, f"  report: {escape(str(report.csv))}" + (f" (+ {report.xlsx.name})" if report.xlsx else ""))
-        say(console, f"  unmatched: {escape(str(report.unmatched))}")
-        say(console, f"  summary: {escape(str(report.summary))}")
+        xlsx = f" (+ {escape(quoted(report.xlsx.name))})" if report.xlsx else ""
+        say(console, f"  report: {escape(quoted(report.csv))}{xlsx}")
+        say(console, f"  unmatched: {escape(quoted(report.unmatched))}")
+        say(console, f"  summary: {escape(quoted(report.summary))}")
         if report.html is not None:
-            say(console, f"  page: {escape(str(report.html))}")
+            say(console, f"  page: {escape(quoted(report.html))}")
 
 
 def print_plan(console: Console, inputs: CompareInputs, seconds: float, jobs: int) -> None:
     """What `--verbose` adds to a compare: what each rank's graphs were bound to, and the time it took."""
     for source, role in ((inputs.target, "target"), (inputs.golden, "golden")):
-        index = f", index {source.index}" if source.index is not None else ""
-        say(console, f"{role}: {escape(str(source.root))}{escape(index)}")
+        index = f", index {quoted(source.index)}" if source.index is not None else ""
+        say(console, f"{role}: {escape(quoted(source.root))}{escape(index)}")
     for b in inputs.bindings:
         rank = "" if b.rank is None else f"rank {b.rank}, "
         graph = b.graph.path.name if b.graph is not None else "no graph file"
