@@ -7,11 +7,15 @@ from typing import Annotated, Optional
 import typer
 
 from tcmp.cli.application import Verbose, capped, check_writable
-from tcmp.cli.errors import EXIT_FAILURES, EXIT_USAGE, fail, verbose_given
+from tcmp.cli.errors import EXIT_FAILURES, EXIT_USAGE, fail, interruption_said, verbose_given
 from tcmp.cli.options import CompareMode, cluster_option, positive
 from tcmp.cli.output import err, out, progress_display
 from tcmp.schemas.display import escape, quoted
 from tcmp.schemas.host import default_compare_jobs
+
+NOTHING_WRITTEN = (
+    "the compare stopped before its end; no report was written (the reports are written whole or not at all)"
+)
 
 
 def compare(
@@ -129,6 +133,7 @@ def compare(
         return _compare_on_cluster(options, cluster, output_path, formats, fail_on_diff)
     started = time.monotonic()
     with (
+        interruption_said(NOTHING_WRITTEN),
         compare_workers(jobs) as workers,
         progress_display(percent=True) as progress,
     ):  # forked before the progress thread starts
@@ -149,7 +154,7 @@ def _compare_on_cluster(options, address: str, output_path: Path, formats: tuple
     from tcmp.compare.cluster.run import run_cluster_compare
     from tcmp.compare.report.console import print_outcome
 
-    with progress_display(percent=True) as progress:
+    with interruption_said(NOTHING_WRITTEN), progress_display(percent=True) as progress:
         task = progress.add_task("comparing on the cluster", total=None)
 
         def advance(done: float, total: int) -> None:

@@ -12,6 +12,8 @@ import functools
 import logging
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable, TypeVar, cast
 
 import typer
@@ -22,6 +24,7 @@ from tcmp.schemas.display import escape, quoted
 from tcmp.schemas.errors import TcmpError
 
 EXIT_FAILURES, EXIT_USAGE, EXIT_RUNTIME = 1, 2, 3
+EXIT_INTERRUPTED = 128 + 2  # SIGINT's, as a shell gives a command that Ctrl-C ended
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,6 +40,16 @@ def fail(message: str, code: int = EXIT_RUNTIME) -> typer.Exit:
         traceback.print_exc(file=sys.stderr)
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # one line, taken literally
     return typer.Exit(code)
+
+
+@contextmanager
+def interruption_said(what: str) -> Iterator[None]:
+    """Ctrl-C inside: one line, `interrupted: ` and `what` (what became of the work), and exit code 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print(f"interrupted: {escape(what)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def os_error_line(exc: OSError) -> str:
