@@ -13,7 +13,7 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from tcmp.cli import app, commands
+from tcmp.cli import app, commands, compare_command, parse_command, watch_commands
 from tcmp.cli.errors import TcmpTyper, error_exit, exit_codes
 from tcmp.compare.records import CompareError
 from tcmp.daemon.demo import DemoError
@@ -121,15 +121,17 @@ def test_every_tcmp_command_goes_through_the_one_mapping():
 def test_no_command_catches_an_error_the_mapping_maps():
     """The commands translate what only they can name (a ValueError of --raw-budget, an existing .npy: usage
     errors), but never catch a TcmpError to map it themselves."""
-    tree = ast.parse(inspect.getsource(commands))
+    modules = (commands, compare_command, parse_command, watch_commands)
     caught = {
-        n.id
-        for handler in ast.walk(tree)
+        (module, n.id)
+        for module in modules
+        for handler in ast.walk(ast.parse(inspect.getsource(module)))
         if isinstance(handler, ast.ExceptHandler) and handler.type is not None
         for n in ast.walk(handler.type)
         if isinstance(n, ast.Name)
     }
-    mapped = {name for name in caught if isinstance(getattr(commands, name, None), type)
-              and issubclass(getattr(commands, name), TcmpError)}  # fmt: skip
-    assert caught and not mapped, caught
-    assert not {"CompareError", "DemoError", "IndexBusy", "WatchRefused", "IndexUnusable"} & caught
+    mapped = {name for module, name in caught if isinstance(getattr(module, name, None), type)
+              and issubclass(getattr(module, name), TcmpError)}  # fmt: skip
+    caught_names = {name for _, name in caught}
+    assert caught_names and not mapped, caught_names
+    assert not {"CompareError", "DemoError", "IndexBusy", "WatchRefused", "IndexUnusable"} & caught_names

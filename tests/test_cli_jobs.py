@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tcmp.cli import commands
+from tcmp.cli import application
 from tcmp.cli.options import capped_jobs
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
@@ -70,7 +70,7 @@ def test_demo_jobs_are_capped_too(cli, tmp_path, monkeypatch):
         asked.append(jobs)
         raise Stop
 
-    monkeypatch.setattr(commands, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(application, "usable_cpus", lambda: 2)
     monkeypatch.setattr(tcmp.daemon.demo, "run_demo", run_demo)
     result = cli("demo", tmp_path / "demo", "--jobs", "7")
     assert isinstance(result.exception, Stop) and asked == [2]

@@ -12,15 +12,19 @@ import functools
 import logging
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable, TypeVar, cast
 
 import typer
 
+from tcmp.cli.options import NamedArguments
 from tcmp.cli.output import err
-from tcmp.schemas.display import escape
+from tcmp.schemas.display import escape, quoted
 from tcmp.schemas.errors import TcmpError
 
 EXIT_FAILURES, EXIT_USAGE, EXIT_RUNTIME = 1, 2, 3
+EXIT_INTERRUPTED = 128 + 2  # SIGINT's, as a shell gives a command that Ctrl-C ended
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,12 +42,22 @@ def fail(message: str, code: int = EXIT_RUNTIME) -> typer.Exit:
     return typer.Exit(code)
 
 
+@contextmanager
+def interruption_said(what: str) -> Iterator[None]:
+    """Ctrl-C inside: one line, `interrupted: ` and `what` (what became of the work), and exit code 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print(f"interrupted: {escape(what)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
 def os_error_line(exc: OSError) -> str:
     from tcmp.schemas.files import WriteError
 
     if isinstance(exc, WriteError):  # a report, page or cache file: named, with what became of the others
-        return f"cannot write {exc.filename}: {exc.strerror}"
-    return f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")
+        return f"cannot write {quoted(exc.filename)}: {exc.strerror}"
+    return f"{exc.strerror or exc}: {quoted(exc.filename) if exc.filename else ''}".strip(": ")
 
 
 def error_exit(exc: Exception) -> tuple[str, int]:
@@ -74,7 +88,7 @@ class TcmpTyper(typer.Typer):
     """A typer app whose every command ends its errors as `exit_codes` says."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
-        register = super().command(*args, **kwargs)
+        register = super().command(*args, **{"cls": NamedArguments, **kwargs})
 
         def registered(function: F) -> F:
             register(exit_codes(function))

@@ -4,13 +4,17 @@ Op names, file names and paths come from dumps that other users' jobs wrote. Pri
 clears the screen, a newline starts a forged line (in a journal too), a bidi override (U+202E) shows text reversed,
 and rich markup (`[bold]`) is taken as styling. `shown` writes every such character as its Python escape (`\\x1b`,
 `\\n`, `\\u202e`), a backslash as `\\\\` so that no name can look like an escaped one; `escape` adds rich's markup
-escape for text printed through rich; `DataFormatter` does the same for log lines.
+escape for text printed through rich; `DataFormatter` does the same for log lines. `quoted` quotes a path as a
+shell would need it.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import shlex
+from os import PathLike
+from typing import Union
 
 from rich.markup import escape as escape_markup
 
@@ -38,6 +42,12 @@ def shown(text: str) -> str:
 def escape(text: str) -> str:
     """`text` for a rich markup string: `shown`, then rich's markup escape."""
     return escape_markup(shown(text))
+
+
+def quoted(path: Union[str, PathLike]) -> str:
+    """A path as a shell reads it back: quoted when it needs it (a space, a quote, a non-ASCII name), so that a
+    printed path can be pasted into a command line."""
+    return shlex.quote(str(path))
 
 
 class DataFormatter(logging.Formatter):

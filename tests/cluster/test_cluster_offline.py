@@ -3,6 +3,7 @@ divergence across ranks, and which node compares which rank (from hand-made inve
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -10,9 +11,9 @@ import pytest
 
 from tcmp.cli import with_cluster_address
 from tcmp.compare.cluster.inventory import Holdings, NodeInventory, RankHolding, check_versions, plan_cluster
-from tcmp.compare.cluster.overview import earliest_divergence
 from tcmp.compare.collect.binding import GoldenKind
 from tcmp.compare.records import CompareError
+from tcmp.compare.report.divergences import earliest_divergence
 from tcmp.compare.report.outcome import Counts, Divergence, RankResult
 
 
@@ -96,3 +97,20 @@ def test_another_version_or_other_code_on_a_node_is_refused_with_both():
     with pytest.raises(CompareError, match=r"other code \(sources d, here c\)"):
         check_versions([_inventory("a", [], code="d")], "0.1.0", "c")
     check_versions([_inventory("a", [])], "0.1.0", "c")
+
+
+@pytest.mark.parametrize("address", [None, "127.0.0.1:6399", "ray://127.0.0.1:10001"])
+def test_without_a_running_ray_the_hint_names_tcmps_own_options(tmp_path, address):
+    """In network and pid namespaces of their own (no Ray server starts): no Ray process to find, nothing listens.
+    The line names tcmp's --cluster forms and TCMP_CLUSTER, not Ray's `--address` flag and RAY_ADDRESS."""
+    cluster = ["--cluster"] if address is None else ["--cluster", address]
+    command = [sys.executable, "-m", "tcmp", "compare", "-tp", str(tmp_path), "-gp", str(tmp_path), *cluster]
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TCMP_CLUSTER")}
+    done = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", *command], capture_output=True, text=True,
+                          env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 3
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: --cluster {address or 'auto'}: ")
+    assert "RAY_ADDRESS" not in line and "`--address` flag" not in line
+    for way in ("--cluster HEAD:6379", "--cluster ray://HEAD:10001", "TCMP_CLUSTER", "--cluster local"):
+        assert way in line, line

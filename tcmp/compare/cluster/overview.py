@@ -1,41 +1,18 @@
-"""The view of a cluster compare across its ranks (`…_cluster_summary.json` and the console lines): per rank its
-counts and first divergence per token, and the earliest divergence of all ranks — by token, then execution order
-in the token, then dump time — with the ranks whose first divergence in that token is the same op. In a
-collective-communication bug that is the rank to look at first."""
+"""The cluster summary of a cluster compare (`…_cluster_summary.json`): per rank its nodes, counts and first
+divergence per token, the ranks not compared, and the earliest divergence of all ranks (report.divergences, whose
+lines the console prints for a local multi-rank compare too)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from tcmp.compare.execute.executor import NotCompared
-from tcmp.compare.report.outcome import CompareResult, Divergence, RankResult
+from tcmp.compare.report.divergences import Earliest, earliest_divergence, execution_order
+from tcmp.compare.report.outcome import CompareResult, Divergence
 from tcmp.schemas.files import write_atomically
-
-
-@dataclass(frozen=True)
-class Earliest:
-    divergence: Divergence
-    same_op: tuple[Optional[int], ...]  # the ranks whose first divergence in that token is this op, itself too
-
-
-def _order(d: Divergence) -> int:
-    return min((r.pair.order for r in d.rows), default=2**62)
-
-
-def earliest_divergence(ranks: Sequence[RankResult]) -> Optional[Earliest]:
-    """The first divergence that comes first (token, execution order, dump time; then the lower rank)."""
-    found = [d for rank in ranks for d in rank.divergences if d.op_name is not None]
-    if not found:
-        return None
-    first = min(found, key=lambda d: (d.token, _order(d), d.timestamp, -1 if d.rank is None else d.rank))
-    same = tuple(
-        d.rank for d in found if d.token == first.token and (d.op_name, d.op_type) == (first.op_name, first.op_type)
-    )
-    return Earliest(first, same)
 
 
 def _divergence(d: Divergence) -> dict:
@@ -43,7 +20,7 @@ def _divergence(d: Divergence) -> dict:
         "token": d.token,
         "op": d.op_name,
         "op_type": d.op_type,
-        "execution_order": _order(d) if d.rows else None,
+        "execution_order": execution_order(d) if d.rows else None,
         "timestamp": d.timestamp if d.op_name is not None else None,
         "note": d.note,
     }
@@ -97,25 +74,3 @@ def write_cluster_overview(directory: Path, stem: str, summary: dict) -> Path:
         final = directory / f"{stem}_{n}_cluster_summary.json"
     write_atomically(final, json.dumps(summary, indent=2, ensure_ascii=False))
     return final
-
-
-def cluster_lines(result: CompareResult, summary: dict) -> list[str]:
-    """The console's cluster view: a line per rank (tokens with the same first divergence on one line's part, as
-    the local console groups them), the not-compared ranks, the earliest divergence."""
-    from tcmp.compare.report.console import group_divergences, token_ranges  # console builds on this package's records
-
-    lines = ["cluster: rank  rows  PASS  FAIL  unmatched  first divergence per token"]
-    for r in result.ranks:
-        c = r.counts
-        firsts = "; ".join(f"tokens {token_ranges(g.tokens)}: {g.first.op_name or g.first.note}"
-                           for g in group_divergences(r.divergences)) or "none"  # fmt: skip
-        unmatched = c.unmatched_target + c.unmatched_golden
-        lines.append(f"  rank {r.rank}  {c.rows}  {c.passed}  {c.failed}  {unmatched}  {firsts}")
-    for n in summary["not_compared"]:
-        lines.append(f"  rank {n['rank']} NOT COMPARED: {n['why']}")
-    e = summary["earliest_divergence"]
-    if e is not None:
-        same = ", ".join(str(r) for r in e["same_op_ranks"])
-        lines.append(f"earliest divergence: rank {e['rank']}, token {e['token']}, op {e['op']} ({e['op_type']}), "
-                     f"execution order {e['execution_order']}; first divergence there on ranks {same}")  # fmt: skip
-    return lines

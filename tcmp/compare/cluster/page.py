@@ -11,10 +11,9 @@ from html import escape
 from pathlib import Path
 from typing import Optional
 
-from tcmp.compare.cluster.overview import Earliest, earliest_divergence
 from tcmp.compare.execute.executor import NotCompared
 from tcmp.compare.report import page_assets
-from tcmp.compare.report.console import group_divergences, token_ranges
+from tcmp.compare.report.divergences import Earliest, earliest_divergence, group_divergences, token_ranges
 from tcmp.compare.report.outcome import CompareResult, Divergence, RankResult
 from tcmp.schemas.files import write_atomically
 

@@ -27,6 +27,7 @@ from tcmp.compare.cluster.inventory import (
     node_name,
     take_inventory,
 )
+from tcmp.compare.cluster.reach import not_found_line, unreachable
 from tcmp.compare.collect.binding import Binding
 from tcmp.compare.execute.executor import NotCompared, UnitDone, UnitJob
 from tcmp.compare.execute.progress import REPORT_INTERVAL_S, ProgressTracker
@@ -79,8 +80,13 @@ def connected(address: str) -> Iterator[None]:
                 # "local": a new Ray, never one a `ray start` on this machine left running (what no address finds)
                 ray.init(address="local", include_dashboard=False, _node_ip_address=LOOPBACK, **kwargs)
             else:
+                refused = unreachable(address)
+                if refused is not None:
+                    raise CompareError(refused)
                 ray.init(address=address, **kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except ConnectionError:  # Ray's line would name its own --address flag and RAY_ADDRESS
+            raise CompareError(not_found_line(address)) from None
+        except (RuntimeError, ValueError) as exc:
             raise CompareError(f"--cluster {address}: cannot connect to a Ray cluster there: {exc}") from None
         try:
             if address == "local":

@@ -28,7 +28,7 @@ from tcmp.compare.judge.verdict import (
 )
 from tcmp.compare.records import Pair, TensorRef
 from tcmp.compare.rules.cast_check import CastCheck, expected_output, expected_summary, numpy_dtype
-from tcmp.compare.rules.shapes import squeezed
+from tcmp.compare.rules.shapes import squeeze_note, squeezed
 from tcmp.compare.rules.ulp import RULE, StatValues, float_type_named
 from tcmp.schemas.dump_records import Summary
 from tcmp.schemas.dump_tree import FileKind
@@ -261,6 +261,9 @@ def evaluate(pair: Pair, mode: Mode, thresholds: Thresholds, loader: TensorLoade
                 messages += why or ["no CRC-32 on one side (summary-only source)"]
             # a CRC the slices' CRCs cannot give is unknown, not different
             judgement = Judgement(Result.NA, False) if why else judge_md5(n_crc, b_crc)
+        squeeze = squeeze_note(npu.shape, bench.shape) if mode is not Mode.MD5 else None  # a CRC ignores shapes
+        if squeeze is not None:
+            messages.append(squeeze)
         for side, loaded in (("NPU", npu), ("bench", bench)):
             messages += [f"{side}: {note}" for note in loaded.notes]
     except Unavailable as exc:

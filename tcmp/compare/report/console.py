@@ -9,7 +9,6 @@ Names are never cut: a line is wrapped only between words, and only on a termina
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from rich.console import Console
 from rich.text import Text
@@ -17,11 +16,12 @@ from rich.text import Text
 from tcmp.compare.collect.inputs import CompareInputs
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.rows import Row, TensorStats
-from tcmp.compare.judge.verdict import Colour, Result
+from tcmp.compare.judge.verdict import Colour
+from tcmp.compare.report.divergences import Uncompared, group_divergences, ranks_lines, token_ranges
 from tcmp.compare.report.legend import legend
-from tcmp.compare.report.outcome import CompareResult, Counts, Divergence, RankResult
+from tcmp.compare.report.outcome import CompareResult, Counts, RankResult
 from tcmp.compare.report.table import message, number
-from tcmp.schemas.display import escape
+from tcmp.schemas.display import escape, quoted
 
 WORST_SHOWN = 5
 GROUPS_SHOWN = 10  # first-divergence lines per rank; every token is in the summary JSON
@@ -99,41 +99,6 @@ def _unmatched_kinds(c: Counts) -> str:
     return f" ({', '.join(said)})" if said else ""
 
 
-def token_ranges(tokens: Sequence[int]) -> str:
-    """`0-39, 41, 43-50`: sorted tokens, runs of consecutive ones as ranges."""
-    runs: list[list[int]] = []
-    for t in sorted(tokens):
-        if runs and t == runs[-1][1] + 1:
-            runs[-1][1] = t
-        else:
-            runs.append([t, t])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
-@dataclass(frozen=True)
-class DivergenceGroup:
-    """Tokens whose first divergence is the same op with the same failing rows (or the same note)."""
-
-    tokens: tuple[int, ...]
-    first: Divergence
-
-    @property
-    def failing(self) -> tuple[str, ...]:
-        return _failing(self.first)
-
-
-def _failing(d: Divergence) -> tuple[str, ...]:
-    return tuple(r.pair.api_name for r in d.rows if r.result is Result.FAIL)
-
-
-def group_divergences(divergences: Sequence[Divergence]) -> list[DivergenceGroup]:
-    """Divergences grouped by what they name, groups in the order of their first token."""
-    groups: dict[tuple, list[Divergence]] = {}
-    for d in sorted(divergences, key=lambda d: d.token):
-        groups.setdefault((d.op_name, d.op_type, _failing(d), d.note), []).append(d)
-    return [DivergenceGroup(tuple(d.token for d in members), members[0]) for members in groups.values()]
-
-
 def _divergences(console: Console, rank: RankResult) -> None:
     groups = group_divergences(rank.divergences)
     for group in groups[:GROUPS_SHOWN]:
@@ -154,10 +119,11 @@ def _unreadable(console: Console, rank: RankResult) -> None:
     c = rank.counts
     for item in rank.unreadable:
         reason = item.reason if item.reason.startswith("unreadable") else f"unreadable: {item.reason}"
-        say(console, f"  [yellow]{item.role.value} {escape(item.path or item.op_name)}[/]: {escape(reason)}")
+        what = quoted(item.path) if item.path else item.op_name
+        say(console, f"  [yellow]{item.role.value} {escape(what)}[/]: {escape(reason)}")
     rest = c.unmatched_unreadable - len(rank.unreadable)
     report = rank.report
-    where = f" in {escape(str(report.unmatched))}" if report is not None else " in the unmatched report"
+    where = f" in {escape(quoted(report.unmatched))}" if report is not None else " in the unmatched report"
     if rest > 0:
         say(console, f"  ... {rest} more unreadable item{'s' if rest > 1 else ''}{where} (kind `unreadable`)")
     elif rank.unreadable and report is not None:
@@ -186,18 +152,19 @@ def _rank(console: Console, rank: RankResult, mode: Mode, items: str = "GE ops")
         _worst(console, rank.worst[:WORST_SHOWN], mode, c.nan_inf_one_side)
     report = rank.report
     if report is not None:
-        say(console, f"  report: {escape(str(report.csv))}" + (f" (+ {report.xlsx.name})" if report.xlsx else ""))
-        say(console, f"  unmatched: {escape(str(report.unmatched))}")
-        say(console, f"  summary: {escape(str(report.summary))}")
+        xlsx = f" (+ {escape(quoted(report.xlsx.name))})" if report.xlsx else ""
+        say(console, f"  report: {escape(quoted(report.csv))}{xlsx}")
+        say(console, f"  unmatched: {escape(quoted(report.unmatched))}")
+        say(console, f"  summary: {escape(quoted(report.summary))}")
         if report.html is not None:
-            say(console, f"  page: {escape(str(report.html))}")
+            say(console, f"  page: {escape(quoted(report.html))}")
 
 
 def print_plan(console: Console, inputs: CompareInputs, seconds: float, jobs: int) -> None:
     """What `--verbose` adds to a compare: what each rank's graphs were bound to, and the time it took."""
     for source, role in ((inputs.target, "target"), (inputs.golden, "golden")):
-        index = f", index {source.index}" if source.index is not None else ""
-        say(console, f"{role}: {escape(str(source.root))}{escape(index)}")
+        index = f", index {quoted(source.index)}" if source.index is not None else ""
+        say(console, f"{role}: {escape(quoted(source.root))}{escape(index)}")
     for b in inputs.bindings:
         rank = "" if b.rank is None else f"rank {b.rank}, "
         graph = b.graph.path.name if b.graph is not None else "no graph file"
@@ -208,7 +175,9 @@ def print_plan(console: Console, inputs: CompareInputs, seconds: float, jobs: in
     say(console, f"compared in {seconds:.2f} s with {jobs} process{'es' if jobs > 1 else ''}")
 
 
-def print_outcome(console: Console, result: CompareResult) -> None:
+def print_outcome(console: Console, result: CompareResult, not_compared: Sequence[Uncompared] = ()) -> None:
+    """The compare's summary; a compare of several ranks (or one with ranks not compared, on a cluster) ends with
+    a line per rank and the earliest divergence across ranks."""
     say(console, f"golden: {result.golden_description}; data mode: {result.mode.value} ({escape(result.mode_reason)})")
     for note in result.notes:
         say(console, f"[yellow]note:[/] {escape(note)}")
@@ -217,3 +186,6 @@ def print_outcome(console: Console, result: CompareResult) -> None:
     if any(rank.counts.failed or rank.counts.not_compared for rank in result.ranks):
         for line in legend(result.mode, result.options.thresholds):
             say(console, line)
+    if len(result.ranks) > 1 or not_compared:
+        for line in ranks_lines(result.ranks, not_compared):
+            say(console, escape(line))
