@@ -66,6 +66,7 @@ NANO_MAGIC, NANO_VERSION = 0x5A5A5A5A, 1
 PROTO_TO_NANO_DTYPE = {proto: nano for nano, proto in NANO_TO_PROTO_DTYPE.items()}
 NOT_DUMP_SUFFIXES = (".txt", ".csv", ".json", ".npy", ".pkl")
 CANN_VARIABLES = ("TOOLCHAIN_HOME", "ASCEND_TOOLKIT_HOME")
+SPEEDUP_TARGET, SPEEDUP_FLOOR = 12.0, 10.0  # issue 26: the first compare with its page against msprobe
 
 
 def _tlv(tag: int, payload: bytes) -> bytes:
@@ -275,6 +276,7 @@ def main() -> int:
         return 0
     work = args.work or Path(tempfile.mkdtemp(prefix="tcmp-bench-msprobe-"))
     os.environ["XDG_CACHE_HOME"] = str(work / "cache")  # tcmp's graph cache: a first compare parses every graph
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # both tools as installed: their bytecode compiled once, kept
     try:
         return measure(args, work)
     finally:
@@ -356,6 +358,12 @@ def measure(args: argparse.Namespace, work: Path) -> int:
             print(f"{label:<{width}}{timed.seconds:>9.2f}{timed.spread:>12}{timed.rows:>8}"
                   f"{timed.seconds / baseline.seconds:>10.2f}x{timed.seconds / cold:>12.2f}x{timed.cpu:>8.1f}"
                   f"{timed.cpu / baseline.cpu:>14.2f}x")  # fmt: skip
+    for golden_name, _, _, _, baseline, _, tcmp_runs in rows:
+        first = tcmp_runs[-1][1]  # the original dump on every core: what a user runs (a first compare, page written)
+        speedup, cpu_speedup = baseline.seconds / first.seconds, baseline.cpu / first.cpu
+        print(f"target, GE vs {golden_name}: tcmp's first compare (original dump, page written) is {speedup:.1f}x "
+              f"msprobe's on the nano copy in wall time, {cpu_speedup:.1f}x in CPU time  [>= {SPEEDUP_TARGET:.0f}x: "
+              f"{'met' if speedup >= SPEEDUP_TARGET else 'MISSED'}; floor {SPEEDUP_FLOOR:.0f}x]")  # fmt: skip
     if failures:
         print(
             f"(msprobe's start-up alone, importing torch and its modules: about {min(failures):.1f} s, the time it "

@@ -35,6 +35,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Optional, Union
 
 import numpy as np
@@ -149,7 +150,20 @@ class ModelGraph:
     fusion_groups: tuple[FusionGroup, ...]
 
     def op(self, name: str) -> GeOpDef:
-        return next(o for o in self.ge_ops if o.name == name)
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, GeOpDef]:  # graphs of 100K nodes: a scan per lookup would be quadratic
+        return {o.name: o for o in reversed(self.ge_ops)}  # the first op of a name, as a scan finds it
+
+    @cached_property
+    def consumers(self) -> dict[TensorRef, frozenset[str]]:
+        """The names of the ops reading each tensor."""
+        readers: dict[TensorRef, set[str]] = {}
+        for op in self.ge_ops:
+            for ref in op.inputs:
+                readers.setdefault(ref, set()).add(op.name)
+        return {ref: frozenset(names) for ref, names in readers.items()}
 
 
 FX_SAVE_DTYPE = {

@@ -195,12 +195,11 @@ def _fused_op(graph: ModelGraph, group: FusionGroup) -> _DumpOp:
         for ref in member.inputs:
             if ref.op not in inside and ref not in inputs:
                 inputs.append(ref)
-    consumed_outside = {ref for op in graph.ge_ops if op.name not in inside for ref in op.inputs}
     outputs = [
         TensorRef(m.name, i)
         for m in members
         for i in range(len(m.output_dtypes))
-        if TensorRef(m.name, i) in consumed_outside
+        if graph.consumers.get(TensorRef(m.name, i), frozenset()) - inside  # read outside the group
     ] or [TensorRef(members[-1].name, i) for i in range(len(members[-1].output_dtypes))]
     originals = tuple((r.op, r.index) if group.record_original_op else None for r in outputs)
     return _DumpOp(group.name, group.type, tuple(inputs), tuple(outputs), originals, 1, group.members)
