@@ -20,11 +20,10 @@ from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.ranking import worst as worst_rows
 from tcmp.compare.judge.rows import Row
 from tcmp.compare.judge.verdict import Result, Thresholds, colour, magnitude_jump
-from tcmp.compare.records import Pair
+from tcmp.compare.records import FileHeader, Pair
 from tcmp.compare.report.outcome import Counts, Divergence
 from tcmp.compare.report.table import RenderedRows, render_rows
 from tcmp.schemas.dump_records import IO
-from tcmp.schemas.ge_header import GeDump
 
 
 def compare_unit(
@@ -52,7 +51,7 @@ class Compared:
 
 def compare_pairs(
     pairs: Sequence[Pair],
-    headers: Mapping[Path, GeDump],
+    headers: Mapping[Path, FileHeader],
     mode: Mode,
     thresholds: Thresholds,
     keep_rows: bool,
@@ -114,7 +113,7 @@ def split(pairs: Sequence[Pair], parts: int) -> list[tuple[Pair, ...]]:
     return [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def headers_of(pairs: Sequence[Pair], headers: Mapping[Path, GeDump]) -> dict[Path, GeDump]:
+def headers_of(pairs: Sequence[Pair], headers: Mapping[Path, FileHeader]) -> dict[Path, FileHeader]:
     """The GE headers a part of a token's pairs reads (sent along so its worker need not read them again)."""
     paths = {f.path for p in pairs for ref in (p.npu, p.bench) for f in ref.files}
     return {path: header for path, header in headers.items() if path in paths}
