@@ -7,7 +7,7 @@ import bisect
 import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -147,7 +147,7 @@ def with_colours(rows: Sequence[Row], thresholds: Thresholds) -> list[Row]:
         if row.pair.io.value == "output" and row.result is Result.PASS:
             inputs = [r.error_cell for r in by_op[_op_key(row)] if r.pair.io.value == "input"]
             jump = magnitude_jump(row.error_cell, inputs, thresholds.magnitude_factor)
-        coloured.append(replace(row, colour=colour(row.result, row.accuracy_reached, row.nan_inf_one_side, jump)))
+        coloured.append(row.coloured(colour(row.result, row.accuracy_reached, row.nan_inf_one_side, jump)))
     return coloured
 
 
