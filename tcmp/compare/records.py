@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 from tcmp.compare.rules.cast_check import CastCheck
 from tcmp.schemas.dump_records import IO, TensorSummary
 from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS, DumpFile, FileKind
 from tcmp.schemas.errors import TcmpError
+from tcmp.schemas.ge_header import GeDump
+from tcmp.schemas.npy_header import NpyHeader
+
+# What planning read of a file (a GE dump's header, an FX file's .npy header), handed to the loader with the pairs so
+# that a header is parsed once per compare
+FileHeader = Union[GeDump, NpyHeader]
 
 
 class CompareError(TcmpError):

@@ -8,23 +8,27 @@ their opcodes and describes what they hold.
 
 from __future__ import annotations
 
-import functools
 import io
 import math
 import os
 import re
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional, Union
 
 import numpy as np
-from numpy.lib import format as npy_format
 
 from tcmp.schemas import MMAP_THRESHOLD, SLOTS
 from tcmp.schemas.dump_records import IO, Completeness, TensorKind
 from tcmp.schemas.errors import DumpCorrupt, DumpIncomplete, NameParseError
-from tcmp.schemas.limits import MAX_NPY_HEADER_BYTES, MAX_NPY_NDIM, refusal
+from tcmp.schemas.npy_header import (
+    NpyHeader,
+    as_path,
+    npy_completeness,
+    parse_npy_header,
+    payload_completeness,
+    read_npy_header,
+)
 from tcmp.schemas.pickle_scan import (
     PickleScan,
     SymbolicUnpickler,
@@ -101,177 +105,6 @@ def parse_fx_file_name(name: str) -> FxFileName:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# .npy header and completeness
-
-_MAGIC_PREFIX = b"\x93NUMPY"
-_MAGIC_LENGTH = len(_MAGIC_PREFIX) + 2  # + major, minor version bytes
-# version -> struct format of the header-length field that follows the magic
-_HEADER_LENGTH_FORMATS = {(1, 0): "<H", (2, 0): "<I", (3, 0): "<I"}
-
-
-@dataclass(frozen=True)
-class NpyHeader:
-    dtype: np.dtype
-    shape: tuple[int, ...]
-    fortran_order: bool
-    data_offset: int  # where the payload starts
-    data_nbytes: Optional[int]  # exact payload size; None for object arrays (a pickle of unknown length)
-
-
-def read_npy_header(path: PathLike) -> NpyHeader:
-    """Parse the header with numpy.lib.format's readers.
-
-    DumpIncomplete if the file ends inside the header (the writer has not finished it); DumpCorrupt if the bytes
-    are not an .npy header at all.
-    """
-    path = _as_path(path)
-    with open(path, "rb") as fp:
-        size = os.fstat(fp.fileno()).st_size
-        return _read_header(fp, size, path)
-
-
-def parse_npy_header(fp, size: int, path: Path) -> NpyHeader:
-    """The header of .npy bytes `fp` holds (`size` of them), checked as `read_npy_header` checks a file's."""
-    return _read_header(fp, size, path)
-
-
-def _as_path(path: PathLike) -> Path:
-    return path if isinstance(path, Path) else Path(path)  # Path(a_path) parses the whole path again
-
-
-def _read_header(fp, size: int, path: Path) -> NpyHeader:
-    prefix = fp.read(_MAGIC_LENGTH)
-    if len(prefix) < _MAGIC_LENGTH:
-        if _could_start_npy(prefix):
-            raise DumpIncomplete(path, f"file ends inside the .npy magic ({len(prefix)} bytes)")
-        raise DumpCorrupt(path, "not an .npy file (bad magic)")
-    if prefix.startswith(_MAGIC_PREFIX):
-        version = (prefix[-2], prefix[-1])  # what read_magic returns, without seeking back and reading again
-    else:
-        fp.seek(0)
-        try:
-            version = npy_format.read_magic(fp)  # raises, with numpy's own message
-        except ValueError as exc:
-            raise DumpCorrupt(path, f"not an .npy file: {exc}") from exc
-    length_format = _HEADER_LENGTH_FORMATS.get(version)
-    if length_format is None:
-        raise DumpCorrupt(path, f"unsupported .npy format version {version}")
-    length_size = struct.calcsize(length_format)
-    length_bytes = fp.read(length_size)
-    if len(length_bytes) < length_size:
-        raise DumpIncomplete(path, "file ends inside the .npy header length")
-    (header_length,) = struct.unpack(length_format, length_bytes)
-    if header_length > MAX_NPY_HEADER_BYTES:  # before reading it: a header can list millions of dims
-        raise DumpCorrupt(path, refusal(".npy header", header_length, MAX_NPY_HEADER_BYTES))
-    data_offset = _MAGIC_LENGTH + length_size + header_length
-    if size < data_offset:
-        raise DumpIncomplete(path, f"file ends inside the .npy header ({size} of {data_offset} bytes)")
-    fast = _fast_header(fp.read(header_length)) if version != (3, 0) else None
-    if fast is not None:
-        shape, fortran_order, dtype = fast
-    else:
-        fp.seek(_MAGIC_LENGTH)
-        try:
-            shape, fortran_order, dtype = _read_array_header(fp, version)
-        except Exception as exc:  # numpy parses the untrusted header with tokenize and ast, which raise what they
-            # like on garbage (TokenError, RecursionError, MemoryError, ...): all of it means a corrupt file
-            reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)  # not TokenError's tuple
-            raise DumpCorrupt(path, f"bad .npy header: {reason}") from exc
-    if len(shape) > MAX_NPY_NDIM:
-        raise DumpCorrupt(path, refusal(".npy shape", len(shape), MAX_NPY_NDIM, "dims"))
-    if any(dim < 0 for dim in shape):
-        raise DumpCorrupt(path, f"bad .npy header: negative dimension in shape {shape}")
-    data_nbytes = None if dtype.hasobject else math.prod(shape) * dtype.itemsize
-    return NpyHeader(
-        dtype=dtype,
-        shape=tuple(shape),
-        fortran_order=bool(fortran_order),
-        data_offset=data_offset,
-        data_nbytes=data_nbytes,
-    )
-
-
-# The header np.save writes for a plain dtype, exactly; anything else goes to numpy's own (slower) parser.
-_SIMPLE_HEADER = re.compile(
-    rb"\{'descr': '([<>|=][a-zA-Z]\d*)', 'fortran_order': (True|False), 'shape': \(((?:\d+, ?)*\d*)\), \} *\n"
-)
-
-
-@functools.lru_cache(maxsize=64)
-def _descr_dtype(descr: bytes) -> np.dtype:
-    return np.dtype(descr.decode("ascii"))
-
-
-@functools.lru_cache(maxsize=256)  # a token's thousands of files share a few hundred headers
-def _fast_header(raw: bytes) -> Optional[tuple[tuple[int, ...], bool, np.dtype]]:
-    """np.save's own header layout read with one regular expression (numpy's reader evaluates the dict literal
-    with `ast`, which dominated reading thousands of small FX files). None when it is not that exact layout."""
-    match = _SIMPLE_HEADER.fullmatch(raw)
-    if match is None:
-        return None
-    try:
-        dtype = _descr_dtype(match.group(1))
-    except TypeError:
-        return None
-    shape = tuple(int(d) for d in match.group(3).split(b",") if d.strip())
-    return shape, match.group(2) == b"True", dtype
-
-
-def _could_start_npy(prefix: bytes) -> bool:
-    """Is `prefix` (shorter than the 8-byte magic) the beginning of a valid magic + known version?"""
-    if not _MAGIC_PREFIX.startswith(prefix[: len(_MAGIC_PREFIX)]):
-        return False
-    known = list(_HEADER_LENGTH_FORMATS)
-    if len(prefix) > len(_MAGIC_PREFIX):
-        return any(prefix[len(_MAGIC_PREFIX)] == major for major, _ in known)
-    return True
-
-
-def _read_array_header(fp, version: tuple[int, int]):
-    if version == (1, 0):
-        return npy_format.read_array_header_1_0(fp)
-    if version == (2, 0):
-        return npy_format.read_array_header_2_0(fp)
-    # 3.0 (UTF-8 field names) has no public reader; numpy's own private one is the only correct choice.
-    read_private = getattr(npy_format, "_read_array_header", None)
-    if read_private is None:  # pragma: no cover - every numpy that writes 3.0 has it
-        raise ValueError("this numpy cannot read .npy format 3.0 headers")
-    return read_private(fp, version)
-
-
-def npy_completeness(path: PathLike) -> Completeness:
-    """Is the file exactly as long as its header promises?
-
-    Plain arrays: COMPLETE iff size == data_offset + data_nbytes, INCOMPLETE if smaller (also when the file ends
-    inside the header), CORRUPT if larger or if the header is not an .npy header.
-
-    Object arrays: numpy writes a single pickle after the header, and a pickle ends with its STOP opcode. The
-    payload is walked opcode by opcode with pickletools.genops (decoding only, nothing is executed): COMPLETE iff
-    STOP is the last byte of the file; INCOMPLETE if the file ends before STOP (including inside an opcode's
-    argument); CORRUPT if bytes follow STOP or an opcode is invalid before the end of the file.
-    """
-    path = _as_path(path)
-    with open(path, "rb") as fp:
-        size = os.fstat(fp.fileno()).st_size
-        try:
-            header = _read_header(fp, size, path)
-        except DumpIncomplete:
-            return Completeness.INCOMPLETE
-        except DumpCorrupt:
-            return Completeness.CORRUPT
-        return _payload_completeness(fp, header, size)
-
-
-def _payload_completeness(fp, header: NpyHeader, size: int) -> Completeness:
-    if header.data_nbytes is not None:
-        expected = header.data_offset + header.data_nbytes
-        if size == expected:
-            return Completeness.COMPLETE
-        return Completeness.INCOMPLETE if size < expected else Completeness.CORRUPT
-    return scan_pickle(fp, header.data_offset, size, keep_opcodes=False).completeness
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # Values
 
 
@@ -289,22 +122,51 @@ class FxValue:
 _NUMERIC_KINDS = "biufc"
 
 
-def read_fx_value(path: PathLike) -> FxValue:
-    """Read one FX dump file. DumpIncomplete / DumpCorrupt when its size does not match its header."""
-    path = _as_path(path)
+def read_fx_value(path: PathLike, header: Optional[NpyHeader] = None) -> FxValue:
+    """Read one FX dump file. DumpIncomplete / DumpCorrupt when its size does not match its header. `header`: the
+    file's header as read before (by the matcher), not parsed again."""
+    path = as_path(path)
+    if header is not None and _small_numeric(header):
+        return _read_known_payload(path, header)
     with open(path, "rb", buffering=0) as raw:
         size = os.fstat(raw.fileno()).st_size
         # a small file in one read (the usual activation: tens of KB); its header and payload are then parsed from
         # memory instead of with five reads and a seek, each a syscall; a big one buffered (a pickle is scanned in
         # small reads), its payload mapped
         fp = io.BytesIO(raw.read(size)) if size < MMAP_THRESHOLD else io.BufferedReader(raw)
-        header = _read_header(fp, size, path)
+        header = parse_npy_header(fp, size, path)
         if header.dtype.hasobject:
             scan = scan_pickle(fp, header.data_offset, size, keep_opcodes=True)
             _raise_unless_complete(scan.completeness, path)
             return _describe_object_array(scan)
-        _raise_unless_complete(_payload_completeness(fp, header, size), path)
+        _raise_unless_complete(payload_completeness(fp, header, size), path)
         return _read_plain_array(fp, path, header)
+
+
+_PREADV = hasattr(os, "preadv")
+
+
+def _small_numeric(header: NpyHeader) -> bool:
+    """A payload `_read_known_payload` reads: numbers, below the size that is mapped instead."""
+    small = header.data_nbytes is not None and header.data_nbytes < MMAP_THRESHOLD
+    return _PREADV and small and header.dtype.kind in _NUMERIC_KINDS and header.dtype.itemsize > 0
+
+
+def _read_known_payload(path: Path, header: NpyHeader) -> FxValue:
+    """A small numeric payload after a header already read: one open and one read into the array, with a byte
+    beyond it, so that the length read tells what the file size would (shorter: cut; longer: corrupt)."""
+    assert header.data_nbytes is not None
+    flat = np.empty(math.prod(header.shape), dtype=header.dtype)
+    beyond = bytearray(1)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got = os.preadv(fd, [flat.view(np.uint8).data, beyond], header.data_offset)
+    finally:
+        os.close(fd)
+    if got != header.data_nbytes:
+        state = Completeness.INCOMPLETE if got < header.data_nbytes else Completeness.CORRUPT
+        _raise_unless_complete(state, path)
+    return _value_of(flat.reshape(header.shape, order="F" if header.fortran_order else "C"), header.dtype.kind)
 
 
 def _raise_unless_complete(state: Completeness, path: Path) -> None:
@@ -330,7 +192,11 @@ def _read_plain_array(fp, path: Path, header: NpyHeader) -> FxValue:
             if fp.readinto(flat.view(np.uint8)) != header.data_nbytes:
                 raise DumpIncomplete(path, "file shrank while being read")
         array = flat.reshape(header.shape, order=order)
-    kind = header.dtype.kind
+    return _value_of(array, header.dtype.kind)
+
+
+def _value_of(array: np.ndarray, kind: str) -> FxValue:
+    """What a file's array is, by its dtype kind."""
     if kind in ("U", "S"):
         return FxValue(TensorKind.STRING, array, _string_text(array))
     if array.ndim == 0 and kind in _NUMERIC_KINDS:

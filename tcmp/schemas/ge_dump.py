@@ -66,12 +66,12 @@ PathLike = Union[str, "os.PathLike[str]"]
 _FIRST_READ = 16 << 10
 
 
-def _read_prefix(handle, path: Path, file_size: int) -> tuple[int, bytes]:
+def _read_prefix(fd: int, path: Path, file_size: int) -> tuple[int, bytes]:
     """The header length and the bytes after it that one read gives (at least the 4 of the nano magic probe,
     when the file has them)."""
     if file_size < LENGTH_PREFIX.size:
         raise DumpIncomplete(path, f"only {file_size} bytes: the 8-byte header length is not written yet")
-    head = handle.read(_FIRST_READ)
+    head = os.pread(fd, _FIRST_READ, 0)
     (header_length,) = LENGTH_PREFIX.unpack_from(head)
     if header_length > MAX_HEADER_BYTES:
         raise DumpCorrupt(
@@ -126,18 +126,19 @@ def read_ge_dump(path: PathLike) -> GeDump:
     be read. Only the header bytes are read.
     """
     path = path if isinstance(path, Path) else Path(path)  # Path(a_path) parses the whole path again
-    with open(path, "rb") as handle:
-        file_size = os.fstat(handle.fileno()).st_size
-        header_length, after = _read_prefix(handle, path, file_size)
-        if len(after) >= 4 and struct.unpack_from("<I", after)[0] == NANO_MAGIC:
-            from tcmp.schemas.ge_nano import read_nano_header  # rare: lite SoCs only
+    fd = os.open(path, os.O_RDONLY)  # not open(): its buffered file object costs more than the reads here
+    try:
+        file_size = os.fstat(fd).st_size
+        header_length, after = _read_prefix(fd, path, file_size)
+        if len(after) < header_length:
+            after += os.pread(fd, header_length - len(after), LENGTH_PREFIX.size + len(after))
+    finally:
+        os.close(fd)
+    if len(after) >= 4 and struct.unpack_from("<I", after)[0] == NANO_MAGIC:
+        from tcmp.schemas.ge_nano import read_nano_header  # rare: lite SoCs only
 
-            if len(after) < header_length:
-                after += handle.read(header_length - len(after))
-            return read_nano_header(path, after[:header_length], header_length, file_size)
-        header = after[:header_length]
-        if len(header) < header_length:
-            header += handle.read(header_length - len(header))
+        return read_nano_header(path, after[:header_length], header_length, file_size)
+    header = after[:header_length]
     try:
         message = proto.DumpData.FromString(header)
     except (DecodeError, RuntimeError, ValueError) as exc:  # upb raises DecodeError; older backends vary
@@ -203,8 +204,11 @@ class GeDumpReader:
         if self.dump.file_size < MMAP_THRESHOLD:  # a small file: its payloads are read in one go, once
             if self._bytes is None:
                 start = LENGTH_PREFIX.size + self.dump.header_length
-                with open(self.dump.path, "rb") as handle:
-                    data = os.pread(handle.fileno(), self.dump.file_size - start, start)
+                fd = os.open(self.dump.path, os.O_RDONLY)
+                try:
+                    data = os.pread(fd, self.dump.file_size - start, start)
+                finally:
+                    os.close(fd)
                 if len(data) != self.dump.file_size - start:
                     raise DumpIncomplete(self.dump.path, "file shrank after its header was checked")
                 self._bytes = memoryview(data)

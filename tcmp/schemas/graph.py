@@ -5,6 +5,7 @@ them from a file.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +35,7 @@ class FxTensorName:
 
     @classmethod
     def parse(cls, text: str) -> Optional[FxTensorName]:
-        match = _FX_TENSOR_NAME.fullmatch(text)
-        if match is None:
-            return None
-        return cls(node_key=match["key"], path=tuple(match["path"].split(".")))
+        return _parse_fx_tensor_name(text)
 
     @property
     def output_index(self) -> Optional[int]:
@@ -60,6 +58,16 @@ class FxTensorName:
 
 
 _FX_TENSOR_NAME = re.compile(r"(?P<key>.+)\.OUTPUT\.(?P<path>\w+(?:\.\w+)*)", re.DOTALL | re.ASCII)
+
+
+# the matcher asks for an output's name again for every tensor that reaches it (`OutputDesc.fx_tensor`, ~8 times
+# per op): parsed once while its token is paired (an immutable record, so shared)
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_fx_tensor_name(text: str) -> Optional[FxTensorName]:
+    match = _FX_TENSOR_NAME.fullmatch(text)
+    if match is None:
+        return None
+    return FxTensorName(node_key=match["key"], path=tuple(match["path"].split(".")))
 
 
 @dataclass(frozen=True)

@@ -332,6 +332,45 @@ def test_small_tensor_is_read_in_one_go_and_exact(tmp_path: Path) -> None:
     np.testing.assert_array_equal(value.array, array)
 
 
+@pytest.mark.parametrize("label", sorted(PLAIN_ARRAYS))
+def test_value_read_with_its_header_known_is_the_same(tmp_path: Path, label: str) -> None:
+    array = PLAIN_ARRAYS[label]
+    path = tmp_path / "a.npy"
+    np.save(path, array)
+    value = read_fx_value(path, read_npy_header(path))
+    expected = np.load(path)
+    assert value.kind is read_fx_value(path).kind
+    assert value.array is not None and value.array.dtype == expected.dtype and value.array.shape == expected.shape
+    np.testing.assert_array_equal(value.array, expected)
+    assert value.array.flags.f_contiguous == expected.flags.f_contiguous
+
+
+def test_header_known_then_file_cut_or_grown(tmp_path: Path) -> None:
+    path = tmp_path / "a.npy"
+    np.save(path, np.arange(10, dtype=np.float32))
+    header = read_npy_header(path)
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-1])  # cut after the header was read
+    with pytest.raises(DumpIncomplete):
+        read_fx_value(path, header)
+    path.write_bytes(raw + b"\0")  # longer than the header says
+    with pytest.raises(DumpCorrupt):
+        read_fx_value(path, header)
+
+
+def test_header_longer_than_the_first_read(tmp_path: Path) -> None:
+    """A header np.save never writes (padded beyond the first read of a file) is still read, by numpy's reader."""
+    array = np.arange(3, dtype=np.int16)
+    body = b"{'descr': '<i2', 'fortran_order': False, 'shape': (3,), }"
+    length = 8 + 2 + len(body) + 1
+    padded = body + b" " * (-length % 64 + 5000 - 5000 % 64) + b"\n"
+    path = tmp_path / "long.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(padded).to_bytes(2, "little") + padded + array.tobytes())
+    header = read_npy_header(path)
+    assert (header.shape, header.dtype, header.data_offset) == ((3,), np.dtype("<i2"), 10 + len(padded))
+    np.testing.assert_array_equal(read_fx_value(path).array, array)
+
+
 def test_big_tensor_is_memory_mapped_and_exact(tmp_path: Path) -> None:
     array = np.random.default_rng(0).standard_normal((600, 500)).astype(np.float32)  # 1.2 MB
     path = tmp_path / f"mm-aten.mm.default.OUTPUT.0.{TS}.npy"

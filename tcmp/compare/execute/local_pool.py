@@ -22,9 +22,8 @@ from tcmp.compare.execute.progress import REPORT_INTERVAL_S, ProgressTracker, in
 from tcmp.compare.execute.units import Unit, UnitResult, plan_unit
 from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.verdict import Thresholds
-from tcmp.compare.records import Pair
+from tcmp.compare.records import FileHeader, Pair
 from tcmp.compare.report.outcome import UnmatchedBatch
-from tcmp.schemas.ge_header import GeDump
 from tcmp.schemas.host import die_with_parent, one_blas_thread
 
 
@@ -93,7 +92,7 @@ def compare_unit_in_worker(number: int, unit: Unit, mode: Mode, thresholds: Thre
 
 
 def _compare_part_in_worker(
-    number: int, part: int, weight: float, pairs: tuple[Pair, ...], headers: Mapping[Path, GeDump], mode: Mode,
+    number: int, part: int, weight: float, pairs: tuple[Pair, ...], headers: Mapping[Path, FileHeader], mode: Mode,
     thresholds: Thresholds, keep_rows: bool,
 ) -> Compared:  # fmt: skip
     return compare_pairs(pairs, headers, mode, thresholds, keep_rows, worker_report(number, part, weight))

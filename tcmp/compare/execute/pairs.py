@@ -7,7 +7,7 @@ import bisect
 import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -20,11 +20,10 @@ from tcmp.compare.judge.metrics import Mode
 from tcmp.compare.judge.ranking import worst as worst_rows
 from tcmp.compare.judge.rows import Row
 from tcmp.compare.judge.verdict import Result, Thresholds, colour, magnitude_jump
-from tcmp.compare.records import Pair
+from tcmp.compare.records import FileHeader, Pair
 from tcmp.compare.report.outcome import Counts, Divergence
 from tcmp.compare.report.table import RenderedRows, render_rows
 from tcmp.schemas.dump_records import IO
-from tcmp.schemas.ge_header import GeDump
 
 
 def compare_unit(
@@ -52,7 +51,7 @@ class Compared:
 
 def compare_pairs(
     pairs: Sequence[Pair],
-    headers: Mapping[Path, GeDump],
+    headers: Mapping[Path, FileHeader],
     mode: Mode,
     thresholds: Thresholds,
     keep_rows: bool,
@@ -114,7 +113,7 @@ def split(pairs: Sequence[Pair], parts: int) -> list[tuple[Pair, ...]]:
     return [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def headers_of(pairs: Sequence[Pair], headers: Mapping[Path, GeDump]) -> dict[Path, GeDump]:
+def headers_of(pairs: Sequence[Pair], headers: Mapping[Path, FileHeader]) -> dict[Path, FileHeader]:
     """The GE headers a part of a token's pairs reads (sent along so its worker need not read them again)."""
     paths = {f.path for p in pairs for ref in (p.npu, p.bench) for f in ref.files}
     return {path: header for path, header in headers.items() if path in paths}
@@ -148,7 +147,7 @@ def with_colours(rows: Sequence[Row], thresholds: Thresholds) -> list[Row]:
         if row.pair.io.value == "output" and row.result is Result.PASS:
             inputs = [r.error_cell for r in by_op[_op_key(row)] if r.pair.io.value == "input"]
             jump = magnitude_jump(row.error_cell, inputs, thresholds.magnitude_factor)
-        coloured.append(replace(row, colour=colour(row.result, row.accuracy_reached, row.nan_inf_one_side, jump)))
+        coloured.append(row.coloured(colour(row.result, row.accuracy_reached, row.nan_inf_one_side, jump)))
     return coloured
 
 

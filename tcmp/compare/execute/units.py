@@ -20,7 +20,7 @@ from tcmp.compare.match.acl import acl_executions, calls_by_node, match_acl_acl,
 from tcmp.compare.match.context import MatchResult, TokenContext
 from tcmp.compare.match.executions import fx_calls, ge_executions
 from tcmp.compare.match.token import match_token
-from tcmp.compare.records import Pair, Role, Unmatched, UnmatchedKind
+from tcmp.compare.records import FileHeader, Pair, Role, Unmatched, UnmatchedKind
 from tcmp.compare.report.outcome import Counts, Divergence, UnmatchedBatch
 from tcmp.compare.report.table import RenderedRows
 from tcmp.schemas.acl_graph_dump import AclGraphDump
@@ -30,7 +30,6 @@ from tcmp.schemas.dump_tree import DumpFile, FileKind
 from tcmp.schemas.errors import DumpError, unreadable_reason
 from tcmp.schemas.fx_dump import read_npy_header
 from tcmp.schemas.ge_dump import NOT_DUMPED
-from tcmp.schemas.ge_header import GeDump
 from tcmp.schemas.graph import Graph
 
 
@@ -155,7 +154,7 @@ class Plan:
     partner."""
 
     pairs: tuple[Pair, ...]
-    headers: Mapping[Path, GeDump]
+    headers: Mapping[Path, FileHeader]
     unmatched: UnmatchedBatch
     target_ops: int
 
@@ -215,7 +214,7 @@ def plan_unit(unit: Unit, keep_rows: bool) -> Union[Plan, UnitResult]:
     target_unmatched = _graph_names(result.unmatched, view)
     return Plan(
         pairs=tuple(result.pairs),
-        headers={h.path: h for e in (*executions, *golden_executions) for h in e.headers},
+        headers={**{h.path: h for e in (*executions, *golden_executions) for h in e.headers}, **result.fx_headers},
         unmatched=UnmatchedBatch.of((*problems, *target_unmatched, *leftovers), keep_rows),
         target_ops=len(executions),
     )

@@ -22,7 +22,7 @@ from tcmp.compare.judge.metrics import (
     fused_metrics,
     tensor_metrics,
 )
-from tcmp.compare.records import Pair, TensorRef
+from tcmp.compare.records import FileHeader, Pair, TensorRef
 from tcmp.compare.rules.ulp import float_type_named
 from tcmp.schemas.dtypes import dtype_name
 from tcmp.schemas.dump_records import IO, Summary, TensorKind, TensorSummary
@@ -33,6 +33,7 @@ from tcmp.schemas.fx_dump import read_fx_value
 from tcmp.schemas.ge_dump import NOT_DUMPED, GeDumpReader, open_ge_dump
 from tcmp.schemas.ge_header import GeDump
 from tcmp.schemas.ge_names import GeFileName
+from tcmp.schemas.npy_header import NpyHeader
 from tcmp.schemas.stats_files import read_fx_min_max_npy
 from tcmp.schemas.torch_save import read_torch_save
 from tcmp.summaries.merge import CRC_UNKNOWN
@@ -67,7 +68,7 @@ class TensorLoader:
     same golden tensor it gives the same metrics)."""
 
     def __init__(
-        self, headers: Optional[Mapping[Path, GeDump]] = None, cache_size: int = 4, byte_budget: int = 4 << 20
+        self, headers: Optional[Mapping[Path, FileHeader]] = None, cache_size: int = 4, byte_budget: int = 4 << 20
     ) -> None:
         self.headers = dict(headers or {})
         self.cache_size = cache_size
@@ -111,7 +112,8 @@ class TensorLoader:
     def _fx_value(self, path):
         value = self._recall(self._fx, path)
         if value is None:
-            value = read_fx_value(path)
+            header = self.headers.get(path)
+            value = read_fx_value(path, header if isinstance(header, NpyHeader) else None)
             self._remember(self._fx, path, value, 32, value.array.nbytes if value.array is not None else 0)
         return value
 
@@ -129,7 +131,7 @@ class TensorLoader:
         reader = self._readers.pop(path, None)
         if reader is None:
             header = self.headers.get(path)
-            reader = GeDumpReader(header) if header is not None else open_ge_dump(path)
+            reader = GeDumpReader(header) if isinstance(header, GeDump) else open_ge_dump(path)
         self._readers[path] = reader
         while len(self._readers) > self.cache_size:
             self._readers.popitem(last=False)[1].close()

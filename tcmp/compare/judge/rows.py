@@ -40,6 +40,11 @@ class Row:
     colour: Colour = Colour.GREEN
     unreadable: bool = False  # not compared: a file of the pair could not be read (truncated, corrupt, denied)
 
+    def coloured(self, colour: Colour) -> Row:
+        """This row in `colour` (`dataclasses.replace` without its per-call look at the fields: a call per row)."""
+        return Row(self.pair, self.npu, self.bench, self.tensor, self.statistics, self.result, self.accuracy_reached,
+                   self.messages, self.nan_inf_one_side, self.from_index, colour, self.unreadable)  # fmt: skip
+
     @property
     def error_cell(self) -> Cell:
         """The absolute error of this row for the magnitude rule: MaxAbsErr (tensor) or Max diff (statistics)."""

@@ -21,6 +21,7 @@ from tcmp.schemas.dump_tree import DumpFile
 from tcmp.schemas.ge_dump import NOT_DUMPED
 from tcmp.schemas.ge_names import sanitize
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge
+from tcmp.schemas.npy_header import NpyHeader
 
 SELF_CHECK_TYPES = re.compile(r"Cast|TransData", re.IGNORECASE)
 MAX_PASS_THROUGH = 8  # GE-inserted ops followed back through, per input
@@ -37,6 +38,8 @@ class MatchResult:
     partner_not_dumped: dict[Path, str] = field(default_factory=dict)
     # golden files the matcher knows the reason for when nothing pairs with them (torchair's passes, copies, …)
     golden_reasons: dict[Path, tuple[str, UnmatchedKind]] = field(default_factory=dict)
+    # the .npy headers of golden FX files read while pairing: the loader reads their payloads without parsing again
+    fx_headers: dict[Path, NpyHeader] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

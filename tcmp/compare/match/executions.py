@@ -50,6 +50,12 @@ class GeExecution:
     raw_deleted: bool = False
     headers: tuple[GeDump, ...] = ()  # the headers read here, for loading the tensors later
 
+    def numbered(self, order: int, execution: int) -> GeExecution:
+        """This execution at `order` in its token, the `execution`-th of its op (`dataclasses.replace` without its
+        per-call look at the fields: a call per file)."""
+        return GeExecution(self.op_name, self.op_type, self.timestamp, self.files, self.inputs, self.outputs,
+                           self.original_ops, self.error, order, execution, self.raw_deleted, self.headers)  # fmt: skip
+
     @property
     def file_op_name(self) -> str:
         return self.files[0].op_name
@@ -177,7 +183,7 @@ def ge_executions(
     counts: dict[str, int] = defaultdict(int)
     numbered = []
     for order, e in enumerate(executions):
-        numbered.append(replace(e, order=order, execution=counts[e.op_name]))
+        numbered.append(e.numbered(order, counts[e.op_name]))
         counts[e.op_name] += 1
     return tuple(numbered)
 

@@ -22,12 +22,14 @@ from tcmp.compare.rules.shapes import squeezed
 from tcmp.schemas.dump_records import IO, Summary, TensorKind, TensorSummary
 from tcmp.schemas.dump_tree import DumpFile, FileKind
 from tcmp.schemas.errors import DumpError
-from tcmp.schemas.fx_dump import read_fx_value, read_npy_header
+from tcmp.schemas.fx_dump import read_fx_value
 from tcmp.schemas.ge_dump import GeDumpReader
+from tcmp.schemas.npy_header import NpyHeader, read_npy_header
 
 # Two files longer than this are not compared byte for byte (the choice is left open instead).
 _COMPARE_LIMIT = 256 << 20
 _CHUNK = 4 << 20
+_UNREAD = object()  # a cache's "not read yet" (None: unreadable)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class FxSide:
         self.calls = calls
         self.stored = stored
         self._shapes: dict[Path, Optional[FileShape]] = {}
+        self._headers: dict[Path, Optional[NpyHeader]] = {}
         self._claimed: dict[tuple[str, int], set[tuple[int, Optional[int]]]] = defaultdict(set)
         # input copies a GE input was compared through its producer instead: file -> the producer's file
         self.copies: dict[Path, Path] = {}
@@ -93,9 +96,25 @@ class FxSide:
 
     def shape(self, file: DumpFile) -> Optional[FileShape]:
         """The header of an FX file (the index's record when `tcmp watch` deleted it); None if unreadable."""
-        if file.path not in self._shapes:
-            self._shapes[file.path] = self._read_shape(file)
-        return self._shapes[file.path]
+        found = self._shapes.get(file.path, _UNREAD)
+        if found is _UNREAD:
+            found = self._shapes[file.path] = self._read_shape(file)
+        return found  # type: ignore[return-value]
+
+    def header(self, file: DumpFile) -> Optional[NpyHeader]:
+        """A raw FX file's .npy header, read once (the loader reads its payload after it); None if unreadable."""
+        found = self._headers.get(file.path, _UNREAD)
+        if found is _UNREAD:
+            try:
+                found = read_npy_header(file.path)
+            except (DumpError, OSError):  # OSError: it could be opened when listed (an I/O error, or gone since)
+                found = None
+            self._headers[file.path] = found
+        return found  # type: ignore[return-value]
+
+    def headers(self) -> dict[Path, NpyHeader]:
+        """The headers read so far, by file."""
+        return {path: header for path, header in self._headers.items() if header is not None}
 
     def _read_shape(self, file: DumpFile) -> Optional[FileShape]:
         stored = self.stored.get(file.path)
@@ -103,13 +122,15 @@ class FxSide:
             return stored_shape(stored)
         if file.kind is not FileKind.FX_NPY:
             return None
-        try:
-            header = read_npy_header(file.path)
-            if header.dtype.hasobject:  # a pickled argument: what it holds, as the index records it
-                value = read_fx_value(file.path)
-                return value_shape(value.kind, value.array.dtype if value.array is not None else None, header.shape)
-        except (DumpError, OSError):  # OSError: it could be opened when listed (an I/O error, or gone since)
+        header = self.header(file)
+        if header is None:
             return None
+        if header.dtype.hasobject:  # a pickled argument: what it holds, as the index records it
+            try:
+                value = read_fx_value(file.path, header)
+            except (DumpError, OSError):
+                return None
+            return value_shape(value.kind, value.array.dtype if value.array is not None else None, header.shape)
         return FileShape(header.shape, header.dtype.kind)
 
     def fits(self, file: DumpFile, shape: Optional[tuple[int, ...]]) -> bool:
@@ -157,7 +178,7 @@ class FxSide:
             if None in crc:
                 crc = [crc[k] if crc[k] is not None else _crc_of(f) for k, f in enumerate((a, b))]
             return crc[0] is not None and crc[0] == crc[1]
-        return _same_payload(a.path, b.path)
+        return _same_payload(a.path, self.header(a), b.path, self.header(b))
 
     def holds(self, file: DumpFile, e, k: int) -> bool:
         """Whether an FX file holds the values of input `k` of GE execution `e` (a graph input both runs were fed:
@@ -207,28 +228,31 @@ def _same_summary(a: Optional[Summary], b: Optional[Summary]) -> bool:
     return None not in (a.min, a.max, a.mean) and (a.min, a.max, a.mean) == (b.min, b.max, b.mean)
 
 
-def _payload(path: Path) -> Optional[tuple[int, int]]:
-    try:
-        header = read_npy_header(path)
-    except DumpError:
-        return None
-    if header.data_nbytes is None:
+def _payload(header: Optional[NpyHeader]) -> Optional[tuple[int, int]]:
+    if header is None or header.data_nbytes is None:
         return None
     return header.data_offset, header.data_nbytes
 
 
-def _same_payload(a: Path, b: Path) -> bool:
-    pa, pb = _payload(a), _payload(b)
+def _same_payload(a: Path, header_a: Optional[NpyHeader], b: Path, header_b: Optional[NpyHeader]) -> bool:
+    pa, pb = _payload(header_a), _payload(header_b)
     if pa is None or pb is None or pa[1] != pb[1] or pa[1] > _COMPARE_LIMIT:
         return False
     try:
-        with open(a, "rb") as fa, open(b, "rb") as fb:
-            done = 0
-            while done < pa[1]:
-                size = min(_CHUNK, pa[1] - done)
-                if os.pread(fa.fileno(), size, pa[0] + done) != os.pread(fb.fileno(), size, pb[0] + done):
-                    return False
-                done += size
+        fa = os.open(a, os.O_RDONLY)
+        try:
+            fb = os.open(b, os.O_RDONLY)
+            try:
+                done = 0
+                while done < pa[1]:
+                    size = min(_CHUNK, pa[1] - done)
+                    if os.pread(fa, size, pa[0] + done) != os.pread(fb, size, pb[0] + done):
+                        return False
+                    done += size
+            finally:
+                os.close(fb)
+        finally:
+            os.close(fa)
     except OSError:
         return False
     return True

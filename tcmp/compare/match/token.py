@@ -314,6 +314,7 @@ def match_token(
         result.golden_reasons.update(
             fx_matcher.leftovers([f for f in golden_files if f.path not in result.used_golden])
         )
+        result.fx_headers = fx_matcher.fx.headers()
     if ge_matcher is not None:
         result.golden_reasons.update(ge_matcher.leftovers(result.used_golden))
     if view is not None and has_branches(view):

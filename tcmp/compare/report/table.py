@@ -49,6 +49,7 @@ SIGNIFICANT_DIGITS = 8  # tells 0.9999 from 1 and 0.0099999996 from 0.01; a floa
 MESSAGE_SEPARATOR = "; "
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _FORMULA_START = re.compile("^'*[ ]*[=+\\-@\t\r]")
+_FORMULA_FIRST = frozenset("' =+-@\t\r")  # what a cell _FORMULA_START matches can begin with
 Typed = Union[str, float, int, None]
 
 
@@ -69,9 +70,17 @@ def percent_columns(mode: Mode) -> frozenset[int]:
     return frozenset(header.index(name) for name in STATISTICS_RELATIVE_COLUMNS)
 
 
+_FLOAT_FORMAT = f".{SIGNIFICANT_DIGITS}g"
+# what `format` writes for the floats the table spells otherwise (it writes `inf` and `-inf` as the table does)
+_FORMATTED_SPECIALS = {"nan": "NaN", "-0": "0"}
+
+
 def number(value: Optional[Cell]) -> str:
     """A float cell: `N/A` when unknown, `NaN`, `inf` / `-inf`, else `SIGNIFICANT_DIGITS` significant digits
     (trailing zeros dropped; `0`, never `-0`)."""
+    if type(value) is float:  # nearly every cell: one format call (the checks below cost more than it)
+        formatted = format(value, _FLOAT_FORMAT)
+        return _FORMATTED_SPECIALS.get(formatted, formatted)
     if value is None or is_na(value):
         return "N/A"
     if isinstance(value, bool):
@@ -97,6 +106,8 @@ def text(value: str) -> str:
     """A text cell, escaped against CSV/spreadsheet formula injection: a cell a spreadsheet could take for a formula
     (OWASP's list: `=`, `+`, `-`, `@`, TAB or CR first, also after spaces) gets a `'` in front. So does one that
     already starts with `'`s before such a character, so that `unescaped` can tell the two apart."""
+    if not value or value[0] not in _FORMULA_FIRST:  # most cells: no regular expression to run
+        return value
     return "'" + value if _formula_like(value) else value
 
 
