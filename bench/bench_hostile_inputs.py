@@ -31,7 +31,12 @@ import numpy as np
 
 from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES
 from tcmp.schemas.synth.graph_writer import graph_file_name
-from tcmp.schemas.synth.hostile import write_big_graph_text, write_npy_many_dims, write_npz_bomb
+from tcmp.schemas.synth.hostile import (
+    write_big_graph_text,
+    write_npy_many_dims,
+    write_npz_bomb,
+    write_oversized_graph_text,
+)
 
 RSS_LIMIT_MB = 300
 TIME_LIMIT_S = 10.0
@@ -125,7 +130,7 @@ def main() -> None:
         hostile = {
             "npz": write_npz_bomb(work / "bomb_min_max.npz", rows=2_000_000),
             "npy": write_npy_many_dims(work / "dims.npy", 20_000_000),
-            "graph": write_big_graph_text(work / "big_graph.txt", 75 << 20),
+            "graph": write_oversized_graph_text(work / "big_graph.txt", MAX_GRAPH_TEXT_BYTES + (27 << 20)),
         }
         normal = {
             "npz": normal_npz(work / "normal_min_max.npz"),

@@ -39,10 +39,11 @@ from tcmp.schemas.graph import (
     parse_input_edge,
 )
 from tcmp.schemas.graph_lines import line_view
+from tcmp.schemas.graph_stream import Undecided, read_streamed
 from tcmp.schemas.graph_subgraphs import SUBGRAPH_ATTR_KEYS, SUBGRAPH_ATTRS
 from tcmp.schemas.graph_text import FIELD_CODES, ROOT, NotLineShaped, int_value, string_value
 from tcmp.schemas.graph_tokens import token_view
-from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES, refusal
+from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES, MAX_WHOLE_GRAPH_TEXT_BYTES, refusal
 from tcmp.schemas.proto import GE_IR_DATA_TYPE
 
 
@@ -53,9 +54,11 @@ def read_graph(path: Union[str, Path]) -> Graph:
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            if size > MAX_GRAPH_TEXT_BYTES:  # parsed in memory at many times its size: refused before reading
+            if size > MAX_GRAPH_TEXT_BYTES:  # refused before reading
                 raise GraphParseError(path, refusal("graph text", size, MAX_GRAPH_TEXT_BYTES))
-            raw = handle.read(MAX_GRAPH_TEXT_BYTES + 1)
+            raw = handle.read(size + 1)  # (a buffer of the limit's size would be allocated: read what is there)
+            if len(raw) > size:  # grew since
+                raw += handle.read(MAX_GRAPH_TEXT_BYTES + 1 - len(raw))
         if len(raw) > MAX_GRAPH_TEXT_BYTES:  # grew since
             raise GraphParseError(path, refusal("graph text", len(raw), MAX_GRAPH_TEXT_BYTES))
     except OSError as exc:
@@ -69,13 +72,44 @@ def parse_graph_text(text: str, path: Union[str, Path]) -> Graph:
 
 
 def parse_graph_bytes(raw: bytes, path: Path) -> Graph:
-    notes: list[str] = []
+    notes = _utf8_notes(raw)
+    reader = GraphTextReader(None)
     try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # One stray byte (e.g. in a stack-trace string) should not cost the whole graph; names that contain it
-        # simply will not match.
-        notes.append(f"invalid UTF-8 at byte {exc.start} replaced with U+FFFD")
+        name, ops = read_streamed(raw, reader, WANTED_KEYS)  # memory for a window of the text, not the file
+    except (_Refused, NotLineShaped, Undecided, RecursionError):
+        if len(raw) > MAX_WHOLE_GRAPH_TEXT_BYTES:  # read whole at ~30x its size: not for a file this large
+            what = "graph text off the printers' layout or with an unreadable op structure"
+            raise GraphParseError(path, refusal(what, len(raw), MAX_WHOLE_GRAPH_TEXT_BYTES)) from None
+        return parse_whole_graph_bytes(raw, path, notes)  # the whole-file view decides (and words the refusal)
+    return Graph(name=name, path=path, ops=ops, warnings=(*notes, *reader.warnings()))
+
+
+def _utf8_notes(raw: bytes) -> list[str]:
+    """The note for the first byte that is not UTF-8, if any (decoded a slice at a time: no copy of the file)."""
+    if raw.isascii():
+        return []
+    view = memoryview(raw)
+    start = 0
+    while start < len(raw):
+        end = raw.find(b"\n", start + _UTF8_SLICE) + 1 or len(raw)  # a newline never ends inside a character
+        try:
+            str(view[start:end], "utf-8")
+        except UnicodeDecodeError as exc:
+            # One stray byte (e.g. in a stack-trace string) should not cost the whole graph; names that contain
+            # it simply will not match.
+            return [f"invalid UTF-8 at byte {start + exc.start} replaced with U+FFFD"]
+        start = end
+    return []
+
+
+_UTF8_SLICE = 1 << 20
+
+
+def parse_whole_graph_bytes(raw: bytes, path: Path, notes: Optional[list[str]] = None) -> Graph:
+    """The graph from views of the whole file at once: the line view, else the tokenizer's (what a refused or
+    odd file is read with; the same records as parse_graph_bytes at many times the file's size)."""
+    if notes is None:
+        notes = _utf8_notes(raw)
     try:
         try:
             reader = GraphTextReader(line_view(raw, WANTED_KEYS))
@@ -197,6 +231,16 @@ class GraphTextReader:
     def _graph(self, entries, subgraph: Optional[str], first: int) -> tuple[str, list[GraphOp]]:
         """One graph block's name and ops; `subgraph` None for the root graph, else its ops are marked with the
         block's name (read first: protobuf allows it after the ops)."""
+        name = self.graph_name(entries)
+        within = None if subgraph is None else name
+        ops: list[GraphOp] = []
+        for code, is_block, payload, offset in entries:
+            if code == _OP:
+                ops.append(self.op_entry(is_block, payload, offset, first + len(ops), within))
+        return name, ops
+
+    def graph_name(self, entries) -> str:
+        """A graph's name from its entries (or those of a part of it): the last `name` given."""
         name = ""
         for code, is_block, payload, offset in entries:
             if code == _NAME and not is_block:
@@ -204,14 +248,13 @@ class GraphTextReader:
                 if value is None:
                     self._note(offset, "graph name is not a string; left empty")
                 name = _text(value) if value is not None else ""
-        within = None if subgraph is None else name
-        ops: list[GraphOp] = []
-        for code, is_block, payload, offset in entries:
-            if code == _OP:
-                if not is_block:
-                    raise _Refused(offset, "`op` is not a block")
-                ops.append(self._op(payload, offset, first + len(ops), within))
-        return name, ops
+        return name
+
+    def op_entry(self, is_block: bool, payload, offset: int, order: int, subgraph: Optional[str]) -> GraphOp:
+        """The op of an `op` entry of a graph."""
+        if not is_block:
+            raise _Refused(offset, "`op` is not a block")
+        return self._op(payload, offset, order, subgraph)
 
     # --- op level
 
