@@ -182,6 +182,9 @@ class GraphTextReader:
         self._notes: list[str] = []
         self._unknown_types: list[str] = []
         self._handled: set[int] = set()  # damage already reported on its own
+        # Equal values read once and shared by the records (op types, layouts, shapes, edges: most repeat).
+        self._shared: dict = {}
+        self._edges: dict[str, InputEdge] = {}
 
     def warnings(self) -> tuple[str, ...]:
         notes = list(self._notes)
@@ -195,6 +198,9 @@ class GraphTextReader:
                 f"skipped (first at line {line}, column {column}: {damages[0].reason})"
             )
         return tuple(notes)
+
+    def _share(self, value):
+        return self._shared.setdefault(value, value)
 
     def _note(self, offset: int, message: str) -> None:
         line, _ = self.view.position(offset)
@@ -281,7 +287,7 @@ class GraphTextReader:
                 text = self._string(is_block, payload, at, "op input")
                 if not text:
                     continue  # an absent optional input keeps its slot in GE IR but is not an edge
-                edge = parse_input_edge(text)
+                edge = self._edges.get(text) or self._edges.setdefault(text, parse_input_edge(text))
                 if edge.index < 0:
                     control_inputs.append(edge.producer)
                 else:
@@ -289,7 +295,7 @@ class GraphTextReader:
             elif code == _NAME:
                 name = self._string(is_block, payload, at, "op name")
             elif code == _TYPE:
-                op_type = self._string(is_block, payload, at, "op type")
+                op_type = self._share(self._string(is_block, payload, at, "op type"))
             elif code == _ATTR:
                 self._attr_entry(is_block, payload, at, _OP_ATTRS, attrs)
             elif code == _OUTPUT_DESC:
@@ -362,7 +368,7 @@ class GraphTextReader:
                 value = string_value(payload)
                 if value is None:
                     self._note(at, "output desc layout is not a string; left empty")
-                layout = _text(value) if value is not None else ""
+                layout = self._share(_text(value)) if value is not None else ""
             elif code == _ATTR:
                 self._attr_entry(is_block, payload, at, _DESC_ATTRS, attrs)
         return OutputDesc(
@@ -397,7 +403,7 @@ class GraphTextReader:
     def _shape(self, block, offset: int) -> tuple[int, ...]:
         dims = self.view.small_ints(block, _DIM)  # a shape block of `dim: <digits>` lines, the common case
         if dims is not None:
-            return tuple(dims)
+            return self._share(tuple(dims))
         damage = self.view.damage(block)
         found: list[int] = []
         for code, is_block, payload, at in self.view.entries(block):
