@@ -11,7 +11,8 @@ this module what they mean) instead of protobuf's `text_format`, for two reasons
   `_datadump_original_op_names`, `_datadump_origin_name`, `_datadump_origin_output_index`) — with line and
   column. Anything else odd is a warning at most.
 - protobuf's text parser is pure Python at ~4 MB/s; graphs of large models are tens of MB. Reading only what
-  tcmp uses, from a one-field-per-line layout classified with numpy, runs at tens of MB/s.
+  tcmp uses, from a one-field-per-line layout classified with numpy, runs at tens of MB/s; window by window
+  (graph_stream), its peak memory stays under 3x the file's size.
 
 On every file protobuf's `text_format` accepts (against `tcmp/schemas/proto/ge_ir.proto`), the records equal those
 protobuf's message gives (tests/schemas/test_graph_reference.py). The peer's line-based parser breaks on strings
@@ -38,6 +39,9 @@ from tcmp.schemas.graph import (
     OutputDesc,
     parse_input_edge,
 )
+from tcmp.schemas.graph_attrs import AttrReader
+from tcmp.schemas.graph_attrs import Refused as _Refused
+from tcmp.schemas.graph_attrs import text as _text
 from tcmp.schemas.graph_lines import line_view
 from tcmp.schemas.graph_stream import Undecided, read_streamed
 from tcmp.schemas.graph_subgraphs import SUBGRAPH_ATTR_KEYS, SUBGRAPH_ATTRS
@@ -125,23 +129,10 @@ def parse_whole_graph_bytes(raw: bytes, path: Path, notes: Optional[list[str]] =
     return Graph(name=name, path=path, ops=ops, warnings=(*notes, *reader.warnings()))
 
 
-class _Refused(Exception):
-    """The op structure cannot be read at `offset`."""
-
-    def __init__(self, offset: int, reason: str) -> None:
-        super().__init__(reason)
-        self.offset = offset
-        self.reason = reason
-
-
 _DATA_TYPES = {name.encode(): value.number for name, value in GE_IR_DATA_TYPE.values_by_name.items()}
 _INT32 = range(-(2**31), 2**31)
 _OP_ATTRS = frozenset(k.encode() for k in (ORIGINAL_OP_NAMES_ATTR, *STACK_INFO_ATTRS, *SUBGRAPH_ATTR_KEYS))
 _DESC_ATTRS = frozenset(k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR))
-# The attributes whose values are part of the op structure: an unreadable one refuses the file.
-_STRUCTURAL_ATTRS = frozenset(
-    k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGINAL_OP_NAMES_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR)
-)
 WANTED_KEYS = tuple(sorted(_OP_ATTRS | _DESC_ATTRS))
 _FX_TENSOR_NAME_ATTR_KEY, _ORIGIN_NAME_ATTR_KEY, _ORIGIN_OUTPUT_INDEX_ATTR_KEY, _ORIGINAL_OP_NAMES_ATTR_KEY = (
     FX_TENSOR_NAME_ATTR.encode(), ORIGIN_NAME_ATTR.encode(), ORIGIN_OUTPUT_INDEX_ATTR.encode(),
@@ -156,19 +147,9 @@ _OP, _NAME, _GRAPH, _TYPE, _INPUT, _ATTR, _OUTPUT_DESC, _KEY, _VALUE, _DTYPE, _S
                  b"shape", b"layout", b"dim", b"list", b"s", b"i")
 )  # fmt: skip
 _SUBGRAPH_NAME, _FUNC, _NA = FIELD_CODES[b"subgraph_name"], FIELD_CODES[b"func"], FIELD_CODES[b"na"]
-# The members of AttrDef's `value` oneof: the last one given is the attribute's value.
-_ATTR_VALUE_MEMBERS = frozenset(
-    FIELD_CODES[name]
-    for name in (b"s", b"i", b"f", b"b", b"bt", b"list", b"func", b"td", b"t", b"g", b"list_list_int", b"dt",
-                 b"list_list_float", b"expression")
-)  # fmt: skip
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
-
-
-class GraphTextReader:
+class GraphTextReader(AttrReader):
     """What the fields of a GraphDef (or of every graph of a ModelDef: the root, then its subgraphs) mean for tcmp:
     the op records.
 
@@ -419,110 +400,3 @@ class GraphTextReader:
             self._note(offset, f"shape does not parse ({damage.reason}); left empty")
             return ()
         return tuple(found)
-
-    # --- attributes
-
-    def _attr_entry(self, is_block: bool, payload, offset: int, wanted: frozenset, into: dict) -> None:
-        """One `attr { key: … value { … } }` map entry: kept in `into` when its key is one tcmp reads."""
-        if not is_block:
-            self._note(offset, "an attr entry that is not a block; skipped")
-            return
-        laid_out = self.view.attr_key(payload)  # the printers' layout, seen at once
-        key: Optional[bytes]
-        if laid_out is not None:
-            key, value_block, value_at = laid_out
-            if key in wanted:
-                into[key] = ((value_block, value_at), key in _STRUCTURAL_ATTRS)
-            return
-        key = b""
-        value = None
-        for code, nested, item, at in self.view.entries(payload):
-            if code == _KEY:
-                key = None if nested else string_value(item)
-            elif code == _VALUE and nested:
-                value = (item, at)
-        damage = self.view.damage(payload)
-        if key is None:
-            self._note(offset, "an attr entry whose key is not a string; skipped")
-            return
-        if key not in wanted:
-            return
-        if damage is not None:
-            self._damage_note(damage, offset, f"attribute {_text(key)}", key in _STRUCTURAL_ATTRS)
-            return
-        into[key] = (value, key in _STRUCTURAL_ATTRS)
-
-    def _damage_note(self, damage, offset: int, what: str, structural: bool) -> None:
-        """Damage inside an attribute tcmp reads: refused when the attribute is part of the op structure."""
-        if structural:
-            raise _Refused(damage.offset, f"{what} does not parse: {damage.reason}")
-        self._handled.add(damage.offset)
-        self._note(offset, f"{what} does not parse ({damage.reason}); ignored")
-
-    def _member(self, attrs: dict, key: bytes) -> Optional[tuple]:
-        """(member name, is block, payload, offset) of the attribute's value, or None if it has none."""
-        entry = attrs.get(key)
-        if entry is None or entry[0] is None:
-            return None
-        (block, offset), structural = entry
-        damage = self.view.damage(block)
-        if damage is not None:
-            self._damage_note(damage, offset, f"the value of attribute {_text(key)}", structural)
-            return None
-        member = None
-        for code, nested, payload, at in self.view.entries(block):
-            if code in _ATTR_VALUE_MEMBERS:
-                member = (code, nested, payload, at)
-        return member
-
-    def _bad_value(self, key: bytes, at: int, what: str) -> None:
-        if key in _STRUCTURAL_ATTRS:
-            raise _Refused(at, f"attribute {_text(key)}: {what}")
-        self._note(at, f"attribute {_text(key)}: {what}; ignored")
-
-    def _attr_string(self, attrs: dict, key: bytes) -> Optional[str]:
-        member = self._member(attrs, key)
-        if member is None or member[0] != _S:
-            return None
-        value = None if member[1] else string_value(member[2])
-        if value is None:
-            self._bad_value(key, member[3], "`s` is not a string")
-            return None
-        return _text(value)
-
-    def _attr_int(self, attrs: dict, key: bytes) -> Optional[int]:
-        member = self._member(attrs, key)
-        if member is None or member[0] != _I:
-            return None
-        value = None if member[1] else int_value(member[2])
-        if value is None:
-            self._bad_value(key, member[3], "`i` is not a 64-bit integer")
-        return value
-
-    def _attr_strings(self, attrs: dict, key: bytes, structural: bool) -> tuple[str, ...]:
-        """A string-list attr (`list { s: … }`); a single `s` is accepted as a one-element list."""
-        member = self._member(attrs, key)
-        if member is None:
-            return ()
-        name, nested, payload, at = member
-        if name == _S:
-            value = None if nested else string_value(payload)
-            if value is None:
-                self._bad_value(key, at, "`s` is not a string")
-                return ()
-            return (_text(value),)
-        if name != _LIST or not nested:
-            return ()
-        damage = self.view.damage(payload)
-        if damage is not None:
-            self._damage_note(damage, at, f"the list of attribute {_text(key)}", structural)
-            return ()
-        items = []
-        for item_code, item_nested, item, item_at in self.view.entries(payload):
-            if item_code == _S:
-                value = None if item_nested else string_value(item)
-                if value is None:
-                    self._bad_value(key, item_at, "a list item `s` is not a string")
-                    return ()
-                items.append(_text(value))
-        return tuple(items)
