@@ -19,8 +19,9 @@ from tcmp.schemas.graph_text import (
     NotLineShaped,
     position,
 )
+from tcmp.schemas.graph_words import WordReader, name_codes
 
-__all__ = ["LineView", "line_view"]
+__all__ = ["LineClasses", "LineView", "classify_lines", "empty_view", "forest_view", "line_view"]
 
 _ATTR_CODE, _KEY_CODE, _VALUE_CODE = FIELD_CODES[b"attr"], FIELD_CODES[b"key"], FIELD_CODES[b"value"]
 # The blocks whose fields the semantic layer can ask for (-1: the top level).
@@ -29,50 +30,6 @@ _READ_BLOCKS = np.array(
                                     b"na"))]
 )  # fmt: skip
 
-
-def _words(text: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes 0-7 and 8-15 of each name as little-endian integers, zero past the name's end: with the length they
-    tell every name of up to 16 bytes apart. Read as unaligned 8-byte words through a stride-1 view."""
-    padded = np.concatenate((text, np.zeros(16, dtype=np.uint8)))
-    words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-    keep_first = np.where(
-        length >= 8, ~np.uint64(0), (np.uint64(1) << (np.minimum(length, 7) * 8).astype(np.uint64)) - 1
-    )
-    second_bits = (np.clip(length - 8, 0, 7) * 8).astype(np.uint64)
-    keep_second = np.where(length >= 16, ~np.uint64(0), (np.uint64(1) << second_bits) - 1)
-    return words[start] & keep_first, words[start + 8] & keep_second
-
-
-_KNOWN_NAMES = list(FIELD_CODES)
-_KNOWN_FIRST, _KNOWN_SECOND = _words(
-    np.frombuffer(b"".join(_KNOWN_NAMES), dtype=np.uint8),
-    np.cumsum([0] + [len(n) for n in _KNOWN_NAMES])[:-1],
-    np.array([len(n) for n in _KNOWN_NAMES]),
-)
-_KNOWN_LENGTH = np.array([len(n) for n in _KNOWN_NAMES])
-_BY_FIRST = np.argsort(_KNOWN_FIRST, kind="stable")
-
-
-def _name_codes(text: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """FIELD_CODES of each name (0 for names the semantic layer does not read), for all fields at once."""
-    length = end - start
-    first, second = _words(text, start, length)
-    codes = np.zeros(len(start), dtype=np.int64)
-    sorted_first = _KNOWN_FIRST[_BY_FIRST]
-    # two known names share their first 8 bytes (list_list_int, list_list_float): try the two nearest
-    for step in (0, 1):
-        at = np.minimum(np.searchsorted(sorted_first, first) + step, len(_BY_FIRST) - 1)
-        known = _BY_FIRST[at]
-        hit = (
-            (codes == 0) & (_KNOWN_FIRST[known] == first) & (_KNOWN_SECOND[known] == second)
-            & (_KNOWN_LENGTH[known] == length)
-        )  # fmt: skip
-        codes[hit] = known[hit] + 1
-    return codes
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Line view
 
 # Inside a string literal, blanked out before lines are classified; leaves every line where it was.
 _STRING_BLANK = b"$"
@@ -90,49 +47,6 @@ for _kind, _bytes in zip(
 # Map keys tcmp reads; every other attr entry in the printers' layout (`key: "…"` then `value {`) is skipped
 # without being looked at.
 _NOT_CANONICAL, _UNWANTED = -1, 0
-
-
-class _WordReader:
-    """Questions about short runs of bytes at many places at once, answered 8 bytes at a time through a stride-1
-    view of unaligned little-endian words (no per-byte pass over the text)."""
-
-    _SPACES = np.uint64(0x2020202020202020)
-    _LOW = np.uint64(0x0101010101010101)
-    _HIGH = np.uint64(0x8080808080808080)
-    _BYTE_BITS = np.array([np.uint64(0x80) << np.uint64(8 * k) for k in range(8)], dtype=np.uint64)
-
-    def __init__(self, text: np.ndarray) -> None:
-        self._length = len(text)
-        padded = np.concatenate((text, np.full(64, 10, dtype=np.uint8)))  # newlines past the end: never a space
-        self._words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-
-    def _space_bytes(self, at: np.ndarray) -> np.ndarray:
-        """A word whose byte k is 0x80 where the byte at `at + k` is a space, else 0."""
-        spaces = self._words[at] ^ self._SPACES  # a space becomes a zero byte
-        return (spaces - self._LOW) & ~spaces & self._HIGH
-
-    def leading_spaces(self, at: np.ndarray) -> np.ndarray:
-        """How many spaces follow each position (the indentation of a line, from its start)."""
-        count = np.zeros(len(at), dtype=np.int64)
-        todo = np.arange(len(at))
-        while len(todo):
-            position = np.minimum(at[todo] + count[todo], self._length)
-            not_space = ~self._space_bytes(position) & self._HIGH
-            # the lowest non-space byte: isolate its bit, its index is log2 / 8 (exact for powers of two)
-            lowest = not_space & (~not_space + np.uint64(1))
-            run = np.where(lowest == 0, 8, np.searchsorted(self._BYTE_BITS, lowest))  # that bit's byte; 8: none
-            count[todo] += run
-            todo = todo[run == 8]
-        return count
-
-    def no_space(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        """Whether [start, end) holds no space, for runs of up to 24 bytes (longer ones: False)."""
-        clear = (end - start) <= 24
-        for offset in (0, 8, 16):
-            inside = np.clip(end - start - offset, 0, 8).astype(np.uint64) * np.uint64(8)
-            mask = np.where(inside >= 64, ~np.uint64(0), (np.uint64(1) << np.minimum(inside, 63)) - np.uint64(1))
-            clear &= (self._space_bytes(np.minimum(start + offset, self._length)) & mask) == 0
-        return clear
 
 
 @dataclass
@@ -208,15 +122,53 @@ def line_view(raw: bytes, wanted_keys: tuple[bytes, ...] = ()) -> LineView:
     one `name {`, `}` or `name: value` (then only the tokenizer can be trusted to see what protobuf sees).
     `attr` map entries whose key is not among `wanted_keys` are never yielded."""
     if not raw.strip():
-        return LineView(raw, wanted_keys, [], [], [], [], [], [], [], [], [], (0, 0))
-    if b"\r" in raw:
-        raise NotLineShaped(raw.index(b"\r"))
-    text = np.frombuffer(raw, dtype=np.uint8)
+        return empty_view(raw, wanted_keys)
+    lines = classify_lines(raw, 0, len(raw))
+    if lines.depth_after.min() < 0 or lines.depth_after[-1] != 0:
+        raise NotLineShaped(0)  # unbalanced: let the tokenizer say where
+    return forest_view(raw, lines, len(lines.starts), wanted_keys)
+
+
+def empty_view(raw: bytes, wanted_keys: tuple[bytes, ...]) -> LineView:
+    return LineView(raw, wanted_keys, [], [], [], [], [], [], [], [], [], (0, 0))
+
+
+@dataclass
+class LineClasses:
+    """What every line of a span of the text is (window-relative offsets, added to `base` for the file's), and
+    the per-line counts of the bytes the fields' reading needs."""
+
+    base: int
+    text: np.ndarray  # the span's bytes (a view of the file's)
+    words: WordReader
+    starts: np.ndarray
+    ends: np.ndarray
+    first: np.ndarray  # a line's first non-space byte
+    is_open: np.ndarray
+    is_close: np.ndarray
+    is_scalar: np.ndarray
+    depth_after: np.ndarray  # blocks open after each line, from the span's start
+    colons: np.ndarray
+    first_colon: np.ndarray  # the line's end when it has none
+    backslashes: np.ndarray
+    quotes: np.ndarray
+    specials: np.ndarray
+    separators: np.ndarray
+
+
+def classify_lines(raw: bytes, lo: int, hi: int) -> LineClasses:
+    """Classify the lines of raw[lo:hi] (whole lines): NotLineShaped if any is not exactly one `name {`, `}` or
+    `name: value`."""
+    carriage_return = raw.find(b"\r", lo, hi)
+    if carriage_return >= 0:
+        raise NotLineShaped(carriage_return)
+    text = np.frombuffer(raw, dtype=np.uint8, count=hi - lo, offset=lo)
     # One pass marks the bytes that matter, by kind (bits), plus the first byte of each word after a space; all
     # per-line facts then come from the marked bytes only (a few per line), not from every byte.
     kinds = _BYTE_KIND[text]
-    marked = np.flatnonzero(kinds != 0)
+    marked = np.flatnonzero(kinds)
     marked_kinds = kinds[marked]
+    del kinds
     is_newline = (marked_kinds & _NEWLINE) != 0
     line_of = np.cumsum(is_newline) - is_newline  # the line each marked byte is on (a newline ends its line)
     newlines = marked[is_newline]
@@ -224,25 +176,15 @@ def line_view(raw: bytes, wanted_keys: tuple[bytes, ...] = ()) -> LineView:
     ends = np.concatenate((newlines, [len(text)]))
     n_lines = len(starts)
 
-    chosen_kinds: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
     def of_kind(kind: int) -> tuple[np.ndarray, np.ndarray]:
         """The positions of the bytes of one kind, and their lines."""
-        if kind not in chosen_kinds:
-            chosen = (marked_kinds & kind) != 0
-            chosen_kinds[kind] = marked[chosen], line_of[chosen]
-        return chosen_kinds[kind]
+        chosen = (marked_kinds & kind) != 0
+        return marked[chosen], line_of[chosen]
 
     def count(kind: int) -> np.ndarray:
         return np.bincount(of_kind(kind)[1], minlength=n_lines)
 
-    def first_on_line(kind: int, default: np.ndarray) -> np.ndarray:
-        positions, lines = of_kind(kind)
-        found = default.copy()
-        found[lines[::-1]] = positions[::-1]  # written last to first: the first on each line stays
-        return found
-
-    words = _WordReader(text)
+    words = WordReader(text)
     first = np.minimum(starts + words.leading_spaces(starts), ends)  # a line's first non-space byte
     blank = (first >= ends) | (text[np.minimum(first, len(text) - 1)] == 10)
     last = text[np.maximum(ends - 1, 0)]
@@ -257,9 +199,9 @@ def line_view(raw: bytes, wanted_keys: tuple[bytes, ...] = ()) -> LineView:
     is_close &= ~mixed
     is_scalar &= ~mixed
     for line in np.flatnonzero(mixed).tolist():
-        inner = STRING_LITERAL.sub(_STRING_BLANK, raw[starts[line] : ends[line]]).strip()
+        inner = STRING_LITERAL.sub(_STRING_BLANK, raw[lo + starts[line] : lo + ends[line]]).strip()
         if any(mark in inner for mark in (b'"', b"'", b"#", b"<", b">")):
-            raise NotLineShaped(int(starts[line]))  # a comment, an angle block, a quote left open
+            raise NotLineShaped(lo + int(starts[line]))  # a comment, an angle block, a quote left open
         inner_braces = inner.count(b"{") + inner.count(b"}")
         if inner_braces == 0:
             is_scalar[line] = True
@@ -268,66 +210,93 @@ def line_view(raw: bytes, wanted_keys: tuple[bytes, ...] = ()) -> LineView:
         elif inner == b"}":
             is_close[line] = True
         else:
-            raise NotLineShaped(int(starts[line]))
+            raise NotLineShaped(lo + int(starts[line]))
     odd = ~blank & ~(is_open | is_close | is_scalar)
     if odd.any():
-        raise NotLineShaped(int(starts[np.argmax(odd)]))
-    depth_after = np.cumsum(is_open.astype(np.int64) - is_close.astype(np.int64))
-    if depth_after.min() < 0 or depth_after[-1] != 0:
-        raise NotLineShaped(0)  # unbalanced: let the tokenizer say where
+        raise NotLineShaped(lo + int(starts[np.argmax(odd)]))
+    colon_at, colon_lines = of_kind(_COLON)
+    first_colon = ends.copy()
+    first_colon[colon_lines[::-1]] = colon_at[::-1]  # written last to first: the first on each line stays
+    return LineClasses(
+        base=lo,
+        text=text,
+        words=words,
+        starts=starts,
+        ends=ends,
+        first=first,
+        is_open=is_open,
+        is_close=is_close,
+        is_scalar=is_scalar,
+        depth_after=np.cumsum(is_open.astype(np.int64) - is_close),
+        colons=np.bincount(colon_lines, minlength=n_lines),
+        first_colon=first_colon,
+        backslashes=count(_BACKSLASH),
+        quotes=quote_count,
+        specials=special_count,
+        separators=count(_SEPARATOR),
+    )
+
+
+def forest_view(raw: bytes, lines: LineClasses, stop: int, wanted_keys: tuple[bytes, ...]) -> LineView:
+    """The view of the fields on lines [0, stop) of `lines`, which must be whole fields (no block open before
+    line 0 or after line `stop`), as the top level."""
+    is_open, is_scalar, depth_after = lines.is_open[:stop], lines.is_scalar[:stop], lines.depth_after[:stop]
+    if not (is_open | is_scalar).any():
+        return empty_view(raw, wanted_keys)
+    text, words, base, n_lines = lines.text, lines.words, lines.base, stop
+    ends = lines.ends[:stop]
     level = depth_after - is_open
     # Fields (opens and scalars) grouped by level, in file order within a level: a block's children are the
     # fields one level down between its open and its close, a contiguous run, and the field numbers of their
     # parents never decrease along this order.
-    lines = np.flatnonzero(is_open | is_scalar)
-    field_level = level[lines]
-    keys = field_level * n_lines + lines
+    field_lines = np.flatnonzero(is_open | is_scalar)
+    field_level = level[field_lines]
+    keys = field_level * n_lines + field_lines
     order = np.argsort(keys, kind="stable")
-    lines, keys, field_level = lines[order], keys[order], field_level[order]
-    opens = is_open[lines]
+    field_lines, keys, field_level = field_lines[order], keys[order], field_level[order]
+    del order
+    opens = is_open[field_lines]
     open_fields = np.flatnonzero(opens)
     # a field's parent: the last open one level up before it
-    at_parent = np.searchsorted(keys[open_fields], (field_level - 1) * n_lines + lines) - 1
+    at_parent = np.searchsorted(keys[open_fields], (field_level - 1) * n_lines + field_lines) - 1
     parent = np.where(field_level > 0, np.concatenate((open_fields, [-1]))[np.maximum(at_parent, 0)], -1)
+    del keys, at_parent
     # Names and values (a name never holds a literal: the first colon on its line ends it).
-    name_start, line_end = first[lines], ends[lines]
-    open_at, scalar_at = np.flatnonzero(opens), np.flatnonzero(~opens)
-    name_end = np.empty(len(lines), dtype=np.int64)
+    name_start, line_end = lines.first[field_lines], ends[field_lines]
+    open_at, scalar_at = open_fields, np.flatnonzero(~opens)
+    name_end = np.empty(len(field_lines), dtype=np.int64)
     name_end[open_at] = _open_name_ends(text, line_end[open_at] - 1, name_start[open_at])
     # an open line is one name (and an optional colon) before its brace: `a: x b {` is two fields
-    open_lines = lines[open_at]
-    colons_on_line = count(_COLON)[open_lines]
-    one_name = (colons_on_line == 0) | (
-        (colons_on_line == 1) & (first_on_line(_COLON, ends)[open_lines] >= name_end[open_at])
-    )
+    open_lines = field_lines[open_at]
+    colons_on_line = lines.colons[open_lines]
+    one_name = (colons_on_line == 0) | ((colons_on_line == 1) & (lines.first_colon[open_lines] >= name_end[open_at]))
     one_name &= words.no_space(name_start[open_at], name_end[open_at])
     for at in open_at[~one_name].tolist():  # a name of more than 24 bytes, or not one name: look at the line
-        if not _OPEN_LINE.fullmatch(raw[name_start[at] : line_end[at]]):
-            raise NotLineShaped(int(name_start[at]))
+        if not _OPEN_LINE.fullmatch(raw[base + name_start[at] : base + line_end[at]]):
+            raise NotLineShaped(base + int(name_start[at]))
     # a scalar without a colon gets its whole line as name and an empty value, which never fits a value
-    name_end[scalar_at] = np.minimum(first_on_line(_COLON, ends)[lines[scalar_at]], line_end[scalar_at])
+    scalar_lines = field_lines[scalar_at]
+    name_end[scalar_at] = np.minimum(lines.first_colon[scalar_lines], line_end[scalar_at])
     value_start = line_end.copy()
     after_colon = np.minimum(name_end[scalar_at] + 1, line_end[scalar_at])
     after_colon += (after_colon < line_end[scalar_at]) & (text[np.minimum(after_colon, len(text) - 1)] == 32)
     value_start[scalar_at] = after_colon
     value_end = line_end
-    codes = _name_codes(text, name_start, name_end)
+    codes = name_codes(text, name_start, name_end)
     # Scalars whose value is certainly one value need no look: one literal without escapes, or one word.
-    scalar_lines = lines[scalar_at]
-    unescaped = count(_BACKSLASH)[scalar_lines] == 0
+    unescaped = lines.backslashes[scalar_lines] == 0
+    quotes = lines.quotes[scalar_lines]
     first_byte = text[np.minimum(after_colon, len(text) - 1)]
     last_byte = text[np.maximum(value_end[scalar_at] - 1, 0)]
     length = value_end[scalar_at] - after_colon
-    plain = np.zeros(len(lines), dtype=bool)
-    plain[scalar_at] = (
-        unescaped & (quote_count[scalar_lines] == 2) & (length >= 2) & (first_byte == _QUOTE) & (last_byte == _QUOTE)
-    )
+    plain = np.zeros(len(field_lines), dtype=bool)
+    plain[scalar_at] = unescaped & (quotes == 2) & (length >= 2) & (first_byte == _QUOTE) & (last_byte == _QUOTE)
     word_like = (
-        unescaped & (quote_count[scalar_lines] == 0) & (special_count[scalar_lines] == 0) & (length > 0)
-        & (count(_SEPARATOR)[scalar_lines] == 0) & (count(_COLON)[scalar_lines] == 1)
+        unescaped & (quotes == 0) & (lines.specials[scalar_lines] == 0) & (length > 0)
+        & (lines.separators[scalar_lines] == 0) & (lines.colons[scalar_lines] == 1)
     )  # fmt: skip
     candidates = scalar_at[word_like]
-    one_word = np.zeros(len(lines), dtype=bool)
+    one_word = np.zeros(len(field_lines), dtype=bool)
     one_word[candidates] = words.no_space(value_start[candidates], value_end[candidates])
     key = _attr_keys(text, codes, opens, plain, parent, value_start, value_end, wanted_keys)
     unwanted = opens & (codes == _ATTR_CODE) & (key == _UNWANTED)
@@ -354,9 +323,9 @@ def line_view(raw: bytes, wanted_keys: tuple[bytes, ...] = ()) -> LineView:
         wanted_keys=wanted_keys,
         _code=codes[kept].tolist(),
         _is_open=opens[kept].tolist(),
-        _at=name_start[kept].tolist(),
-        _value_start=value_start[kept].tolist(),
-        _value_end=value_end[kept].tolist(),
+        _at=(name_start[kept] + base).tolist(),
+        _value_start=(value_start[kept] + base).tolist(),
+        _value_end=(value_end[kept] + base).tolist(),
         _checked=(plain | one_word)[kept].tolist(),
         _lo=kept_lo.tolist(),
         _hi=kept_hi.tolist(),

@@ -11,7 +11,8 @@ this module what they mean) instead of protobuf's `text_format`, for two reasons
   `_datadump_original_op_names`, `_datadump_origin_name`, `_datadump_origin_output_index`) — with line and
   column. Anything else odd is a warning at most.
 - protobuf's text parser is pure Python at ~4 MB/s; graphs of large models are tens of MB. Reading only what
-  tcmp uses, from a one-field-per-line layout classified with numpy, runs at tens of MB/s.
+  tcmp uses, from a one-field-per-line layout classified with numpy, runs at tens of MB/s; window by window
+  (graph_stream), its peak memory stays under 3x the file's size.
 
 On every file protobuf's `text_format` accepts (against `tcmp/schemas/proto/ge_ir.proto`), the records equal those
 protobuf's message gives (tests/schemas/test_graph_reference.py). The peer's line-based parser breaks on strings
@@ -38,11 +39,15 @@ from tcmp.schemas.graph import (
     OutputDesc,
     parse_input_edge,
 )
+from tcmp.schemas.graph_attrs import AttrReader
+from tcmp.schemas.graph_attrs import Refused as _Refused
+from tcmp.schemas.graph_attrs import text as _text
 from tcmp.schemas.graph_lines import line_view
+from tcmp.schemas.graph_stream import Undecided, read_streamed
 from tcmp.schemas.graph_subgraphs import SUBGRAPH_ATTR_KEYS, SUBGRAPH_ATTRS
 from tcmp.schemas.graph_text import FIELD_CODES, ROOT, NotLineShaped, int_value, string_value
 from tcmp.schemas.graph_tokens import token_view
-from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES, refusal
+from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES, MAX_WHOLE_GRAPH_TEXT_BYTES, refusal
 from tcmp.schemas.proto import GE_IR_DATA_TYPE
 
 
@@ -53,9 +58,11 @@ def read_graph(path: Union[str, Path]) -> Graph:
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            if size > MAX_GRAPH_TEXT_BYTES:  # parsed in memory at many times its size: refused before reading
+            if size > MAX_GRAPH_TEXT_BYTES:  # refused before reading
                 raise GraphParseError(path, refusal("graph text", size, MAX_GRAPH_TEXT_BYTES))
-            raw = handle.read(MAX_GRAPH_TEXT_BYTES + 1)
+            raw = handle.read(size + 1)  # (a buffer of the limit's size would be allocated: read what is there)
+            if len(raw) > size:  # grew since
+                raw += handle.read(MAX_GRAPH_TEXT_BYTES + 1 - len(raw))
         if len(raw) > MAX_GRAPH_TEXT_BYTES:  # grew since
             raise GraphParseError(path, refusal("graph text", len(raw), MAX_GRAPH_TEXT_BYTES))
     except OSError as exc:
@@ -69,13 +76,44 @@ def parse_graph_text(text: str, path: Union[str, Path]) -> Graph:
 
 
 def parse_graph_bytes(raw: bytes, path: Path) -> Graph:
-    notes: list[str] = []
+    notes = _utf8_notes(raw)
+    reader = GraphTextReader(None)
     try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # One stray byte (e.g. in a stack-trace string) should not cost the whole graph; names that contain it
-        # simply will not match.
-        notes.append(f"invalid UTF-8 at byte {exc.start} replaced with U+FFFD")
+        name, ops = read_streamed(raw, reader, WANTED_KEYS)  # memory for a window of the text, not the file
+    except (_Refused, NotLineShaped, Undecided, RecursionError):
+        if len(raw) > MAX_WHOLE_GRAPH_TEXT_BYTES:  # read whole at ~30x its size: not for a file this large
+            what = "graph text off the printers' layout or with an unreadable op structure"
+            raise GraphParseError(path, refusal(what, len(raw), MAX_WHOLE_GRAPH_TEXT_BYTES)) from None
+        return parse_whole_graph_bytes(raw, path, notes)  # the whole-file view decides (and words the refusal)
+    return Graph(name=name, path=path, ops=ops, warnings=(*notes, *reader.warnings()))
+
+
+def _utf8_notes(raw: bytes) -> list[str]:
+    """The note for the first byte that is not UTF-8, if any (decoded a slice at a time: no copy of the file)."""
+    if raw.isascii():
+        return []
+    view = memoryview(raw)
+    start = 0
+    while start < len(raw):
+        end = raw.find(b"\n", start + _UTF8_SLICE) + 1 or len(raw)  # a newline never ends inside a character
+        try:
+            str(view[start:end], "utf-8")
+        except UnicodeDecodeError as exc:
+            # One stray byte (e.g. in a stack-trace string) should not cost the whole graph; names that contain
+            # it simply will not match.
+            return [f"invalid UTF-8 at byte {start + exc.start} replaced with U+FFFD"]
+        start = end
+    return []
+
+
+_UTF8_SLICE = 1 << 20
+
+
+def parse_whole_graph_bytes(raw: bytes, path: Path, notes: Optional[list[str]] = None) -> Graph:
+    """The graph from views of the whole file at once: the line view, else the tokenizer's (what a refused or
+    odd file is read with; the same records as parse_graph_bytes at many times the file's size)."""
+    if notes is None:
+        notes = _utf8_notes(raw)
     try:
         try:
             reader = GraphTextReader(line_view(raw, WANTED_KEYS))
@@ -91,23 +129,10 @@ def parse_graph_bytes(raw: bytes, path: Path) -> Graph:
     return Graph(name=name, path=path, ops=ops, warnings=(*notes, *reader.warnings()))
 
 
-class _Refused(Exception):
-    """The op structure cannot be read at `offset`."""
-
-    def __init__(self, offset: int, reason: str) -> None:
-        super().__init__(reason)
-        self.offset = offset
-        self.reason = reason
-
-
 _DATA_TYPES = {name.encode(): value.number for name, value in GE_IR_DATA_TYPE.values_by_name.items()}
 _INT32 = range(-(2**31), 2**31)
 _OP_ATTRS = frozenset(k.encode() for k in (ORIGINAL_OP_NAMES_ATTR, *STACK_INFO_ATTRS, *SUBGRAPH_ATTR_KEYS))
 _DESC_ATTRS = frozenset(k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR))
-# The attributes whose values are part of the op structure: an unreadable one refuses the file.
-_STRUCTURAL_ATTRS = frozenset(
-    k.encode() for k in (FX_TENSOR_NAME_ATTR, ORIGINAL_OP_NAMES_ATTR, ORIGIN_NAME_ATTR, ORIGIN_OUTPUT_INDEX_ATTR)
-)
 WANTED_KEYS = tuple(sorted(_OP_ATTRS | _DESC_ATTRS))
 _FX_TENSOR_NAME_ATTR_KEY, _ORIGIN_NAME_ATTR_KEY, _ORIGIN_OUTPUT_INDEX_ATTR_KEY, _ORIGINAL_OP_NAMES_ATTR_KEY = (
     FX_TENSOR_NAME_ATTR.encode(), ORIGIN_NAME_ATTR.encode(), ORIGIN_OUTPUT_INDEX_ATTR.encode(),
@@ -122,19 +147,9 @@ _OP, _NAME, _GRAPH, _TYPE, _INPUT, _ATTR, _OUTPUT_DESC, _KEY, _VALUE, _DTYPE, _S
                  b"shape", b"layout", b"dim", b"list", b"s", b"i")
 )  # fmt: skip
 _SUBGRAPH_NAME, _FUNC, _NA = FIELD_CODES[b"subgraph_name"], FIELD_CODES[b"func"], FIELD_CODES[b"na"]
-# The members of AttrDef's `value` oneof: the last one given is the attribute's value.
-_ATTR_VALUE_MEMBERS = frozenset(
-    FIELD_CODES[name]
-    for name in (b"s", b"i", b"f", b"b", b"bt", b"list", b"func", b"td", b"t", b"g", b"list_list_int", b"dt",
-                 b"list_list_float", b"expression")
-)  # fmt: skip
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
-
-
-class GraphTextReader:
+class GraphTextReader(AttrReader):
     """What the fields of a GraphDef (or of every graph of a ModelDef: the root, then its subgraphs) mean for tcmp:
     the op records.
 
@@ -148,6 +163,9 @@ class GraphTextReader:
         self._notes: list[str] = []
         self._unknown_types: list[str] = []
         self._handled: set[int] = set()  # damage already reported on its own
+        # Equal values read once and shared by the records (op types, layouts, shapes, edges: most repeat).
+        self._shared: dict = {}
+        self._edges: dict[str, InputEdge] = {}
 
     def warnings(self) -> tuple[str, ...]:
         notes = list(self._notes)
@@ -161,6 +179,9 @@ class GraphTextReader:
                 f"skipped (first at line {line}, column {column}: {damages[0].reason})"
             )
         return tuple(notes)
+
+    def _share(self, value):
+        return self._shared.setdefault(value, value)
 
     def _note(self, offset: int, message: str) -> None:
         line, _ = self.view.position(offset)
@@ -197,6 +218,16 @@ class GraphTextReader:
     def _graph(self, entries, subgraph: Optional[str], first: int) -> tuple[str, list[GraphOp]]:
         """One graph block's name and ops; `subgraph` None for the root graph, else its ops are marked with the
         block's name (read first: protobuf allows it after the ops)."""
+        name = self.graph_name(entries)
+        within = None if subgraph is None else name
+        ops: list[GraphOp] = []
+        for code, is_block, payload, offset in entries:
+            if code == _OP:
+                ops.append(self.op_entry(is_block, payload, offset, first + len(ops), within))
+        return name, ops
+
+    def graph_name(self, entries) -> str:
+        """A graph's name from its entries (or those of a part of it): the last `name` given."""
         name = ""
         for code, is_block, payload, offset in entries:
             if code == _NAME and not is_block:
@@ -204,14 +235,13 @@ class GraphTextReader:
                 if value is None:
                     self._note(offset, "graph name is not a string; left empty")
                 name = _text(value) if value is not None else ""
-        within = None if subgraph is None else name
-        ops: list[GraphOp] = []
-        for code, is_block, payload, offset in entries:
-            if code == _OP:
-                if not is_block:
-                    raise _Refused(offset, "`op` is not a block")
-                ops.append(self._op(payload, offset, first + len(ops), within))
-        return name, ops
+        return name
+
+    def op_entry(self, is_block: bool, payload, offset: int, order: int, subgraph: Optional[str]) -> GraphOp:
+        """The op of an `op` entry of a graph."""
+        if not is_block:
+            raise _Refused(offset, "`op` is not a block")
+        return self._op(payload, offset, order, subgraph)
 
     # --- op level
 
@@ -238,7 +268,7 @@ class GraphTextReader:
                 text = self._string(is_block, payload, at, "op input")
                 if not text:
                     continue  # an absent optional input keeps its slot in GE IR but is not an edge
-                edge = parse_input_edge(text)
+                edge = self._edges.get(text) or self._edges.setdefault(text, parse_input_edge(text))
                 if edge.index < 0:
                     control_inputs.append(edge.producer)
                 else:
@@ -246,7 +276,7 @@ class GraphTextReader:
             elif code == _NAME:
                 name = self._string(is_block, payload, at, "op name")
             elif code == _TYPE:
-                op_type = self._string(is_block, payload, at, "op type")
+                op_type = self._share(self._string(is_block, payload, at, "op type"))
             elif code == _ATTR:
                 self._attr_entry(is_block, payload, at, _OP_ATTRS, attrs)
             elif code == _OUTPUT_DESC:
@@ -319,7 +349,7 @@ class GraphTextReader:
                 value = string_value(payload)
                 if value is None:
                     self._note(at, "output desc layout is not a string; left empty")
-                layout = _text(value) if value is not None else ""
+                layout = self._share(_text(value)) if value is not None else ""
             elif code == _ATTR:
                 self._attr_entry(is_block, payload, at, _DESC_ATTRS, attrs)
         return OutputDesc(
@@ -354,7 +384,7 @@ class GraphTextReader:
     def _shape(self, block, offset: int) -> tuple[int, ...]:
         dims = self.view.small_ints(block, _DIM)  # a shape block of `dim: <digits>` lines, the common case
         if dims is not None:
-            return tuple(dims)
+            return self._share(tuple(dims))
         damage = self.view.damage(block)
         found: list[int] = []
         for code, is_block, payload, at in self.view.entries(block):
@@ -370,110 +400,3 @@ class GraphTextReader:
             self._note(offset, f"shape does not parse ({damage.reason}); left empty")
             return ()
         return tuple(found)
-
-    # --- attributes
-
-    def _attr_entry(self, is_block: bool, payload, offset: int, wanted: frozenset, into: dict) -> None:
-        """One `attr { key: … value { … } }` map entry: kept in `into` when its key is one tcmp reads."""
-        if not is_block:
-            self._note(offset, "an attr entry that is not a block; skipped")
-            return
-        laid_out = self.view.attr_key(payload)  # the printers' layout, seen at once
-        key: Optional[bytes]
-        if laid_out is not None:
-            key, value_block, value_at = laid_out
-            if key in wanted:
-                into[key] = ((value_block, value_at), key in _STRUCTURAL_ATTRS)
-            return
-        key = b""
-        value = None
-        for code, nested, item, at in self.view.entries(payload):
-            if code == _KEY:
-                key = None if nested else string_value(item)
-            elif code == _VALUE and nested:
-                value = (item, at)
-        damage = self.view.damage(payload)
-        if key is None:
-            self._note(offset, "an attr entry whose key is not a string; skipped")
-            return
-        if key not in wanted:
-            return
-        if damage is not None:
-            self._damage_note(damage, offset, f"attribute {_text(key)}", key in _STRUCTURAL_ATTRS)
-            return
-        into[key] = (value, key in _STRUCTURAL_ATTRS)
-
-    def _damage_note(self, damage, offset: int, what: str, structural: bool) -> None:
-        """Damage inside an attribute tcmp reads: refused when the attribute is part of the op structure."""
-        if structural:
-            raise _Refused(damage.offset, f"{what} does not parse: {damage.reason}")
-        self._handled.add(damage.offset)
-        self._note(offset, f"{what} does not parse ({damage.reason}); ignored")
-
-    def _member(self, attrs: dict, key: bytes) -> Optional[tuple]:
-        """(member name, is block, payload, offset) of the attribute's value, or None if it has none."""
-        entry = attrs.get(key)
-        if entry is None or entry[0] is None:
-            return None
-        (block, offset), structural = entry
-        damage = self.view.damage(block)
-        if damage is not None:
-            self._damage_note(damage, offset, f"the value of attribute {_text(key)}", structural)
-            return None
-        member = None
-        for code, nested, payload, at in self.view.entries(block):
-            if code in _ATTR_VALUE_MEMBERS:
-                member = (code, nested, payload, at)
-        return member
-
-    def _bad_value(self, key: bytes, at: int, what: str) -> None:
-        if key in _STRUCTURAL_ATTRS:
-            raise _Refused(at, f"attribute {_text(key)}: {what}")
-        self._note(at, f"attribute {_text(key)}: {what}; ignored")
-
-    def _attr_string(self, attrs: dict, key: bytes) -> Optional[str]:
-        member = self._member(attrs, key)
-        if member is None or member[0] != _S:
-            return None
-        value = None if member[1] else string_value(member[2])
-        if value is None:
-            self._bad_value(key, member[3], "`s` is not a string")
-            return None
-        return _text(value)
-
-    def _attr_int(self, attrs: dict, key: bytes) -> Optional[int]:
-        member = self._member(attrs, key)
-        if member is None or member[0] != _I:
-            return None
-        value = None if member[1] else int_value(member[2])
-        if value is None:
-            self._bad_value(key, member[3], "`i` is not a 64-bit integer")
-        return value
-
-    def _attr_strings(self, attrs: dict, key: bytes, structural: bool) -> tuple[str, ...]:
-        """A string-list attr (`list { s: … }`); a single `s` is accepted as a one-element list."""
-        member = self._member(attrs, key)
-        if member is None:
-            return ()
-        name, nested, payload, at = member
-        if name == _S:
-            value = None if nested else string_value(payload)
-            if value is None:
-                self._bad_value(key, at, "`s` is not a string")
-                return ()
-            return (_text(value),)
-        if name != _LIST or not nested:
-            return ()
-        damage = self.view.damage(payload)
-        if damage is not None:
-            self._damage_note(damage, at, f"the list of attribute {_text(key)}", structural)
-            return ()
-        items = []
-        for item_code, item_nested, item, item_at in self.view.entries(payload):
-            if item_code == _S:
-                value = None if item_nested else string_value(item)
-                if value is None:
-                    self._bad_value(key, item_at, "a list item `s` is not a string")
-                    return ()
-                items.append(_text(value))
-        return tuple(items)

@@ -27,8 +27,10 @@ MAX_TORCH_ZIP_DIRECTORY_BYTES = 16 << 20  # the central directory, parsed in mem
 MAX_TORCH_PICKLE_BYTES = 4 << 20  # data.pkl, read whole and walked opcode by opcode
 MAX_TORCH_PICKLE_OPCODES = 1 << 20  # each may make a Python object (~20 per tensor): ~100 MB at most
 
-# graph text files (`dynamo_original_graph_*.txt`): read whole and parsed in memory, at ~30x their size (peak RSS)
-MAX_GRAPH_TEXT_BYTES = 48 << 20
+# graph text files (`dynamo_original_graph_*.txt`): held in memory and read window by window (peak RSS < 3x their
+# size); one off the printers' layout, or refused, is read again whole, at ~30x its size, only under the second cap
+MAX_GRAPH_TEXT_BYTES = 1 << 30
+MAX_WHOLE_GRAPH_TEXT_BYTES = 48 << 20
 
 
 def refusal(what: str, amount: int, limit: int, unit: str = "bytes") -> str:

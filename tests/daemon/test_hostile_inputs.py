@@ -16,7 +16,11 @@ from dump_writer import GE_DIR
 from tcmp.schemas.index import default_index_path
 from tcmp.schemas.limits import MAX_GRAPH_TEXT_BYTES, MAX_NPY_HEADER_BYTES, MAX_TENSORS_PER_FILE
 from tcmp.schemas.synth.graph_writer import graph_file_name
-from tcmp.schemas.synth.hostile import write_big_graph_text, write_npy_many_dims, write_npz_bomb
+from tcmp.schemas.synth.hostile import (
+    write_npy_many_dims,
+    write_npz_bomb,
+    write_oversized_graph_text,
+)
 
 PEAK_RSS_LIMIT_KB = 300 * 1024
 
@@ -44,7 +48,9 @@ def test_hostile_files_are_refused_by_watch_in_bounded_memory_and_time(root, tmp
     npy = fx_path(root, 0, 1)
     npy.parent.mkdir(parents=True)
     write_npy_many_dims(npy, 20_000_000)
-    graph = write_big_graph_text(root / graph_file_name(1, 0, 7, "20261129083000000000"), 80 << 20)
+    graph = write_oversized_graph_text(
+        root / graph_file_name(1, 0, 7, "20261129083000000000"), MAX_GRAPH_TEXT_BYTES + (32 << 20)
+    )
     assert graph.stat().st_size > MAX_GRAPH_TEXT_BYTES
 
     command = [sys.executable, "-m", "tcmp", "watch", str(root), "--once", "--workers", "1"]

@@ -10,13 +10,15 @@ protobuf accepts, the records must equal those its message gives (graph_referenc
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import hypothesis.strategies as st
 from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 
+from tcmp.schemas import graph_stream
 from tcmp.schemas.graph_lines import line_view
-from tcmp.schemas.graph_reader import WANTED_KEYS, GraphTextReader, parse_graph_text
+from tcmp.schemas.graph_reader import WANTED_KEYS, GraphTextReader, parse_graph_text, parse_whole_graph_bytes
 from tcmp.schemas.graph_text import NotLineShaped
 from tcmp.schemas.graph_tokens import token_view
 from tcmp.schemas.proto import GE_IR_DATA_TYPE, GraphDef, ModelDef
@@ -176,6 +178,29 @@ def test_records_equal_protobufs_on_text_no_printer_writes(graph: GraphDef, data
     text = "\n".join(mutated)
     text = re.sub(r"(?m)^(\s*)dim: (-?\d+)\n\1dim: (-?\d+)$", r"\1dim: [\2, \3]", text)
     _assert_same_records(text)
+
+
+@_SETTINGS
+@given(graphs=st.lists(graph_defs(), min_size=1, max_size=3), how=_HOW, model=st.booleans(),
+       window=st.sampled_from([1, 7, 64, 300]))  # fmt: skip
+def test_records_are_the_same_whatever_the_window(graphs: list, how: str, model: bool, window: int) -> None:
+    """Windows far smaller than an op: every cut, every regrowth, every graph block split over windows."""
+    if model:
+        message = ModelDef(name="m")
+        for graph in graphs:
+            message.graph.add().CopyFrom(graph)
+    else:
+        message = graphs[0]
+    text = _printed(message, how)
+    whole = parse_whole_graph_bytes(text.encode("utf-8", "surrogateescape"), Path("g.txt"))
+    saved = graph_stream.WINDOW_BYTES
+    graph_stream.WINDOW_BYTES = window
+    try:
+        windowed = parse_graph_text(text, "g.txt")
+    finally:
+        graph_stream.WINDOW_BYTES = saved
+    assert (windowed.name, windowed.ops) == reference_records(text)
+    assert windowed.warnings == whole.warnings
 
 
 @_SETTINGS

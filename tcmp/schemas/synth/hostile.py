@@ -6,6 +6,7 @@ Each is written byte by byte here (zipfile, struct), not by the readers under te
 
 from __future__ import annotations
 
+import os
 import struct
 import zipfile
 from pathlib import Path
@@ -55,6 +56,14 @@ def big_graph_text(size: int) -> str:
 
 def write_big_graph_text(path: Path, size: int) -> Path:
     path.write_text(big_graph_text(size), encoding="utf-8")
+    return path
+
+
+def write_oversized_graph_text(path: Path, size: int) -> Path:
+    """A graph text that claims `size` bytes: a small graph, then zeros to that size (a sparse file: a cap on the
+    size is checked before any byte is read, so a gigabyte costs no disk)."""
+    write_big_graph_text(path, 1 << 10)
+    os.truncate(path, size)
     return path
 
 
