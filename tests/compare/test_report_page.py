@@ -9,10 +9,14 @@ from __future__ import annotations
 import base64
 import csv
 import gzip
+import hashlib
+import io
 import json
 import os
 import re
+import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,7 @@ from e2e_faults import FAULTS
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report import page_assets
 from tcmp.compare.report.outcome import CompareOptions, DataMode
+from tcmp.compare.report.page import _write_page
 from tcmp.compare.report.page_graph import TableOp, page_graph
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge
 from tcmp.schemas.synth.faults import VALUE_FAULTS, Fault, FaultKind
@@ -373,6 +378,34 @@ def test_inline_scripts_and_styles_cannot_end_their_element():
     with pytest.raises(ValueError):
         page_assets.script_element("a <!-- b", "s")
     assert page_assets.style_element('a{content:"</style>"}') == '<style>a{content:"<\\/style>"}</style>'
+
+
+def test_an_inline_script_is_refused_as_the_html_tokenizer_reads_it():
+    # the tokenizer folds ASCII letters only: `</ſcript` (a long s) does not end a script element
+    for text in ("</ScRiPt", "a<!--b", "</script\u00e9"):
+        assert page_assets.BASE64_TYPE in page_assets.script_element(text, "s", run=False)
+    assert page_assets.script_element("</\u017fcript", "s") == '<script id="s"></\u017fcript</script>'
+    text = "\u00e9\u4e2d" * 700_000  # over one slice of the hash: slices' UTF-8 joined is the whole's
+    expected = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    assert page_assets.script_hash(text) == f"'sha256-{expected}'"
+
+
+def test_writing_the_page_costs_less_memory_than_one_more_copy_of_plotly_js():
+    # plotly.js is ~5 MB (~10 MB as a str): lowered, formatted into its element and encoded whole, it cost ~68 MB
+    plotly = page_assets.plotly_js().text
+    for name in ("page.js", "page.html", "page.css"):
+        page_assets.page_file(name)
+    page_assets.datatables_js(), page_assets.datatables_css()
+    out = io.StringIO()
+    tracemalloc.start()
+    try:
+        _write_page(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), {"header": "", "unmatched": ""}, b"{}", False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < sys.getsizeof(plotly), (peak, sys.getsizeof(plotly))
+    _write_page(out, {"header": "", "unmatched": ""}, b"{}", False)
+    assert plotly in out.getvalue()  # written whole, inline
 
 
 def test_the_libraries_come_from_the_installed_packages_not_from_the_repository():

@@ -209,8 +209,8 @@ def _write_page(page, static: dict[str, str], payload: bytes, webgl: bool) -> No
         "<!--about-->": about_html(libraries),
         "<!--data-->": f'<script type="{page_assets.BASE64_TYPE}" id="tcmp-data">',
         "<!--datatables-->": page_assets.base64_element(datatables.text.encode("utf-8"), "lib-datatables"),
-        "<!--script-->": page_assets.script_element(script, "tcmp-page"),
-        "<!--plotly-->": page_assets.script_element(plotly.text, "lib-plotly", run=False),
+        "<!--script-->": page_assets.script_parts(script, "tcmp-page"),
+        "<!--plotly-->": page_assets.script_parts(plotly.text, "lib-plotly", run=False),
     }  # fmt: skip
     rest = page_assets.page_file("page.html")
     for marker, text in pieces.items():
@@ -218,7 +218,8 @@ def _write_page(page, static: dict[str, str], payload: bytes, webgl: bool) -> No
         if not found:
             raise RuntimeError(f"page.html has no {marker} after the markers before it")
         page.write(before)
-        page.write(text)
+        for part in (text,) if isinstance(text, str) else text:
+            page_assets.write_text(page, part)
         if marker == "<!--data-->":  # the largest piece: written in slices, never one more copy of it
             step = 3 << 20  # a multiple of 3: the slices' base64 joins into the whole's
             for start in range(0, len(payload), step):

@@ -72,17 +72,35 @@ BASE64_TYPE = "application/x-tcmp-base64"  # a <script> block the page decodes i
 DORMANT_TYPE = "text/x-tcmp-script"  # a script the page runs when it needs it (page_files/page.js)
 
 
-def script_element(text: str, element_id: str, run: bool = True) -> str:
-    """A classic script as an HTML element, run where it stands or (`run` false) left for the page to run later:
-    inline as it is, or, when the text holds `</script` (which would end the element) or `<!--` (after which the
-    HTML parser may take a later `<script` for a nested one), base64 in a block the page decodes (a third larger)."""
-    lowered = text.lower()
-    if "</script" not in lowered and "<!--" not in lowered:
+# what would end an inline script early, as the HTML tokenizer sees it (ASCII letters in any case; `<!--`, after which
+# the parser may take a later `<script` for a nested one): searched, not lowered, since a lowered plotly.js is
+# one more copy of ~10 MB
+_ENDS_INLINE_SCRIPT = re.compile("</script|<!--", re.IGNORECASE | re.ASCII)
+_SLICE = 1 << 20  # characters encoded at a time where a text of megabytes is hashed or written
+
+
+def script_parts(text: str, element_id: str, run: bool = True) -> tuple[str, ...]:
+    """A classic script as an HTML element, in parts to be written one after the other (the text itself is one
+    of them, not copied into a larger string): run where it stands or (`run` false) left for the page to run later;
+    inline as it is, or, when the text holds `</script` or `<!--`, base64 in a block the page decodes (a third
+    larger)."""
+    if _ENDS_INLINE_SCRIPT.search(text) is None:
         kind = "" if run else f' type="{DORMANT_TYPE}"'
-        return f'<script{kind} id="{element_id}">{text}</script>'
+        return f'<script{kind} id="{element_id}">', text, "</script>"
     if run:
         raise ValueError(f"{element_id} holds </script or <!--: only a script the page runs later can be encoded")
-    return base64_element(text.encode("utf-8"), element_id)
+    return (base64_element(text.encode("utf-8"), element_id),)
+
+
+def script_element(text: str, element_id: str, run: bool = True) -> str:
+    """`script_parts` as one string."""
+    return "".join(script_parts(text, element_id, run))
+
+
+def write_text(out, text: str) -> None:
+    """`out.write(text)` a slice at a time: a text stream encodes what it is given whole, one more copy of it."""
+    for start in range(0, len(text), _SLICE):
+        out.write(text[start : start + _SLICE])
 
 
 def base64_element(data: bytes, element_id: str) -> str:
@@ -92,7 +110,10 @@ def base64_element(data: bytes, element_id: str) -> str:
 
 def script_hash(text: str) -> str:
     """A CSP hash source for an inline script: `'sha256-…'` of its text as the browser sees it (UTF-8)."""
-    return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode('utf-8')).digest()).decode('ascii')}'"
+    digest = hashlib.sha256()
+    for start in range(0, len(text), _SLICE):  # slices of code points: their UTF-8 joins into the whole's
+        digest.update(text[start : start + _SLICE].encode("utf-8"))
+    return f"'sha256-{base64.b64encode(digest.digest()).decode('ascii')}'"
 
 
 def csp_element(scripts: Sequence[str], eval_allowed: bool = False) -> str:
