@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -83,20 +84,30 @@ class Measured:
 
 
 def write_dump(case: Case, root: Path) -> tuple[Path, Path, int]:
-    """The case's dump under `root` (written once): target, golden and the FX nodes of its graph."""
+    """The case's dump under `root` (written once): target, golden and the FX nodes of its graph. Written by a
+    spawned process: the writer grows to GBs on the largest graph, and a process forked from this one starts with
+    this one's RSS as its `ru_maxrss`, which would then be every later compare's peak."""
     done = root / "written"
     if not done.exists():
         shutil.rmtree(root, ignore_errors=True)
-        layers = max(1, round(case.nodes / FX_NODES_PER_LAYER))
-        config = ScenarioConfig(
-            model=ModelConfig(layers=layers, hidden=HIDDEN, seq=SEQ), tokens=case.tokens, ranks=case.ranks,
-            write_fusion_off=False,
-        )  # fmt: skip
         start = time.perf_counter()
-        scenario = write_scenario(root, config)
-        done.write_text(str(len(scenario.graphs[0].fx_nodes)))
+        writer = multiprocessing.get_context("spawn").Process(target=_write_case, args=(case, root))
+        writer.start()
+        writer.join()
+        if writer.exitcode != 0 or not done.exists():
+            raise SystemExit(f"writing {case.name} failed (exit {writer.exitcode})")
         print(f"  {case.name}: written in {time.perf_counter() - start:.0f} s", flush=True)
     return root / "target" / "msprobe_ge_dump", root / "golden_fx" / "msprobe_fx_dump", int(done.read_text())
+
+
+def _write_case(case: Case, root: Path) -> None:
+    layers = max(1, round(case.nodes / FX_NODES_PER_LAYER))
+    config = ScenarioConfig(
+        model=ModelConfig(layers=layers, hidden=HIDDEN, seq=SEQ), tokens=case.tokens, ranks=case.ranks,
+        write_fusion_off=False,
+    )  # fmt: skip
+    scenario = write_scenario(root, config)
+    (root / "written").write_text(str(len(scenario.graphs[0].fx_nodes)))
 
 
 def tree_sizes(*roots: Path) -> tuple[int, int]:
