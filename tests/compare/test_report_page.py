@@ -25,7 +25,7 @@ from e2e_faults import FAULTS
 from tcmp.compare.execute.run import run_compare
 from tcmp.compare.report import page_assets
 from tcmp.compare.report.outcome import CompareOptions, DataMode
-from tcmp.compare.report.page import _write_page
+from tcmp.compare.report.page import write_page
 from tcmp.compare.report.page_graph import TableOp, page_graph
 from tcmp.schemas.graph import Graph, GraphOp, InputEdge
 from tcmp.schemas.synth.faults import VALUE_FAULTS, Fault, FaultKind
@@ -399,12 +399,12 @@ def test_writing_the_page_costs_less_memory_than_one_more_copy_of_plotly_js():
     out = io.StringIO()
     tracemalloc.start()
     try:
-        _write_page(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), {"header": "", "unmatched": ""}, b"{}", False)
+        write_page(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), {"header": "", "unmatched": ""}, b"{}", False)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < sys.getsizeof(plotly), (peak, sys.getsizeof(plotly))
-    _write_page(out, {"header": "", "unmatched": ""}, b"{}", False)
+    write_page(out, {"header": "", "unmatched": ""}, b"{}", False)
     assert plotly in out.getvalue()  # written whole, inline
 
 

@@ -8,6 +8,7 @@ import math
 import multiprocessing
 import multiprocessing.queues
 import os
+import signal
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -70,7 +71,10 @@ def start_workers(jobs: int) -> Optional[Workers]:
 
 
 def _start_worker(progress: multiprocessing.queues.Queue, parent: int) -> None:
-    """A worker ends with the compare that started it: a compare killed with -9 leaves no process behind."""
+    """A worker ends with the compare that started it: a compare killed with -9 leaves no process behind. Ctrl-C
+    (SIGINT to the terminal's whole process group) is the compare's to handle: a worker interrupted inside the
+    pool's queues could leave them locked and the compare waiting on it forever; the compare stops its workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent)
     init_worker(progress)
 
@@ -82,9 +86,21 @@ def compare_workers(jobs: int) -> Iterator[Optional[Workers]]:
     workers = start_workers(jobs)
     try:
         yield workers
+    except BaseException:  # Ctrl-C or an error: no report follows, so nothing the workers still do is waited for
+        if workers is not None:
+            _stop(workers.pool)
+        raise
     finally:
         if workers is not None:
             workers.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's worker processes: waiting for their units (or for the progress queue, which nobody
+    reads any more, to take their last reports) could take as long as the compare itself, or forever."""
+    processes = getattr(pool, "_processes", None) or {}  # concurrent.futures' own table: pid -> Process
+    for process in list(processes.values()):
+        process.terminate()
 
 
 def compare_unit_in_worker(number: int, unit: Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool):

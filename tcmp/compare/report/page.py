@@ -193,10 +193,11 @@ class PageWriter:
             "header": header_html(result, rank, self._node_of),
             "unmatched": unmatched_html(self.unmatched, unmatched_name),
         }
-        _write_page(page, static, payload, webgl=self._outputs.count(b"1") > SVG_POINTS)
+        write_page(page, static, payload, webgl=self._outputs.count(b"1") > SVG_POINTS)
 
 
-def _write_page(page, static: dict[str, str], payload: bytes, webgl: bool) -> None:
+def write_page(page, static: dict[str, str], payload: bytes, webgl: bool) -> None:
+    """The page around `payload` (the gzipped data) into `page`: `static` holds its header and unmatched HTML."""
     plotly, datatables, style = page_assets.plotly_js(), page_assets.datatables_js(), page_assets.datatables_css()
     libraries = {"plotly.js (from plotly)": plotly.version, "DataTables (from itables)": datatables.version}
     script = page_assets.page_file("page.js")
