@@ -12,23 +12,47 @@ import time
 from tcmp.schemas.synth.model import ModelConfig
 from tcmp.schemas.synth.scenario import ScenarioConfig, write_scenario
 
+# Runs the command line with an audit hook that holds the compare mid-run, so the signal cannot come too late (a
+# quick machine finished this dump's compare within half a second of its first rows): in the main process, the
+# first dump file opened after rows have begun to stream into the output directory (a `.part` there) says so in
+# a marker file and waits, as a read from a slow disk would, until Ctrl-C interrupts it.
+HELD_COMPARE = """
+import os, sys, time
+dump, reports, marker = (os.path.realpath(p) for p in sys.argv[1:4])
+main_pid = os.getpid()
+
+def hold(event, args):
+    if event != "open" or os.getpid() != main_pid or not isinstance(args[0], str):
+        return
+    if not os.path.realpath(args[0]).startswith(dump + os.sep) or os.path.exists(marker):
+        return
+    if os.path.isdir(reports) and any(name.endswith(".part") for name in os.listdir(reports)):
+        open(marker, "w").close()
+        time.sleep(600)
+
+sys.addaudithook(hold)
+sys.argv = ["tcmp", *sys.argv[4:]]
+from tcmp.cli import main
+main()
+"""
+
 
 def test_ctrl_c_mid_compare_says_so_and_leaves_no_report(tmp_path):
     scenario = write_scenario(tmp_path / "dump", ScenarioConfig(model=ModelConfig(layers=2), tokens=20))
-    reports = tmp_path / "reports"
+    reports, marker = tmp_path / "reports", tmp_path / "held"
     # a session of its own, so that SIGINT goes to its whole process group, as a terminal's Ctrl-C does
-    command = [sys.executable, "-m", "tcmp", "compare", "-tp", str(scenario.target), "-gp", str(scenario.golden_fx),
-               "-o", str(reports), "-j", "2", "--oversubscribe"]  # fmt: skip
+    command = [sys.executable, "-c", HELD_COMPARE, str(tmp_path / "dump"), str(reports), str(marker), "compare",
+               "-tp", str(scenario.target), "-gp", str(scenario.golden_fx), "-o", str(reports), "-j", "2",
+               "--oversubscribe"]  # fmt: skip
     compare = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
         deadline = time.monotonic() + 120
-        while not (reports.is_dir() and any(p.suffix == ".part" for p in reports.iterdir())):  # rows streaming in
+        while not marker.exists():  # rows streaming in, and the compare held in a read
             assert compare.poll() is None and time.monotonic() < deadline, compare.communicate()
             time.sleep(0.02)
-        time.sleep(0.5)
-        assert compare.poll() is None  # still comparing: the signal comes mid-run
+        assert any(p.suffix == ".part" for p in reports.iterdir())
         os.killpg(compare.pid, signal.SIGINT)
         stdout, stderr = compare.communicate(timeout=60)
     finally:
