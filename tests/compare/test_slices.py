@@ -1,6 +1,7 @@
 """A token's pairs are compared a slice of whole ops at a time (`pairs.SLICE_PAIRS`), so that its records do not
 all wait for the report at once (issue 26). Slicing must change nothing a compare reports: the same report files
-byte for byte, the same counts, first divergence and worst rows as the token compared in one slice."""
+byte for byte, the same counts, first divergence and worst rows as the token compared in one slice. The same for
+the page, which codes a unit's rows a few thousand at a time (`page.ROWS_AT_ONCE`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from tcmp.compare.execute import pairs
 from tcmp.compare.execute.run import run_compare
+from tcmp.compare.report import page
 from tcmp.compare.report.outcome import CompareOptions
 from tcmp.compare.report.writers import ReportChoice, chosen_formats
 from tcmp.schemas.synth.model import ModelConfig
@@ -34,6 +36,7 @@ def scenario(tmp_path_factory):
     return write_scenario(tmp_path_factory.mktemp("slices"), config)
 
 
+WRITTEN_AT = re.compile(rb"(?<=Written by tcmp )(\S+) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d")  # the page's footer
 PAGE_DATA = re.compile(rb'(<script type="application/x-tcmp-base64" id="tcmp-data">)([^<]*)(</script>)')
 
 
@@ -45,16 +48,18 @@ def page_data(match: re.Match) -> bytes:
 
 
 def report_files(directory: Path) -> dict[str, bytes]:
-    """The report files without their time stamp and directory (which the summary and the page name), by name."""
+    """The report files without their time stamp, directory (which the summary and the page name) and time of
+    writing (the page's footer), by name."""
     files = {}
     for path in sorted(directory.iterdir()):
-        text = STAMP.sub(b"", path.read_bytes().replace(bytes(directory), b"DIR"))
+        text = WRITTEN_AT.sub(b"", STAMP.sub(b"", path.read_bytes().replace(bytes(directory), b"DIR")))
         files[STAMP.sub(b"", path.name.encode()).decode()] = PAGE_DATA.sub(page_data, text)
     return files
 
 
 def compare_with_slices(scenario, out: Path, slice_pairs: int, monkeypatch):
     monkeypatch.setattr(pairs, "SLICE_PAIRS", slice_pairs)
+    monkeypatch.setattr(page, "ROWS_AT_ONCE", slice_pairs - 2)  # the page codes a unit's rows as many at a time
     slices: list[int] = []
     monkeypatch.setattr(pairs, "split", lambda p, parts: slices.append(parts) or SPLIT(p, parts))
     options = CompareOptions(scenario.target, scenario.golden_fx, jobs=1)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import itertools
 import json
 import math
 import zlib
@@ -39,7 +40,7 @@ from tcmp.compare.report import page_assets
 from tcmp.compare.report.outcome import CompareResult, RankResult
 from tcmp.compare.report.page_graph import TableOp, page_graph
 from tcmp.compare.report.page_header import UnmatchedKept, about_html, header_html, unmatched_html
-from tcmp.compare.report.table import NUMBER_COLUMNS, RenderedRows, columns
+from tcmp.compare.report.table import NUMBER_COLUMNS, RenderedRows, RowOp, columns
 from tcmp.schemas.graph import Graph
 
 _COLOUR_CODES = {Colour.RED: "r", Colour.YELLOW: "y", Colour.GREEN: "g"}
@@ -50,6 +51,9 @@ _LEVEL = 6
 # more output rows than this are drawn with WebGL where the browser has it (SVG slows down past a few thousand
 # points); plotly's WebGL renderer compiles code at run time, so only such a page's CSP allows 'unsafe-eval'
 SVG_POINTS = 5000
+# a unit's rows are coded this many at a time: as lists of cells they take ~1.5 KB a row (a 100K-op graph's token:
+# 220K rows, 320 MB at once)
+ROWS_AT_ONCE = 4096
 DICTIONARY_LIMIT = 1000  # different cells a column's `words` hold: dtypes, shapes, verdicts, zeros, N/A
 # the page's table shows these first, API Name frozen at the left edge: a row's name and the cells its verdict comes
 # from are on screen together (the CSV keeps msprobe's order)
@@ -94,20 +98,26 @@ class PageWriter:
             self._chunks.append(chunk)
 
     def add_rows(self, rows: RenderedRows) -> None:
-        """One unit's rows (a token of a graph), in execution order."""
-        table = list(rows.cells())
-        if not table:
-            return
+        """One unit's rows (a token of a graph), in execution order: ROWS_AT_ONCE rows at a time."""
+        cells = rows.cells()
+        placed: dict[tuple[str, str, int], int] = {}  # an op execution's place, within this unit
+        for start in itertools.count(0, ROWS_AT_ONCE):
+            table = list(itertools.islice(cells, ROWS_AT_ONCE))
+            if not table:
+                return
+            end = start + len(table)
+            self._add_table(table, rows.colours[start:end], rows.ops[start:end], placed)
+
+    def _add_table(self, table: list[list[str]], colours: Sequence[Colour], ops: Sequence[RowOp], placed: dict) -> None:
         # Column by column, in bulk: per cell only C-level maps (a dictionary look-up, a JSON string's escaping).
         # Each row's text is what json.dumps(row cells coded, ensure_ascii=False) gives, rows joined by ",".
         coded = [self._coded(j, column) for j, column in enumerate(zip(*table)) if j < len(self._words)]
         self._write(("," if self._rows else "") + "[" + "],[".join(map(", ".join, zip(*coded))) + "]")
         self._rows += len(table)
-        self._colours += "".join(map(_COLOUR_CODES.__getitem__, rows.colours)).encode()
-        self._outputs += bytes(_OUTPUT_CODES[op.output] for op in rows.ops)
-        self._distance.extend(math.nan if op.cosine_distance is None else op.cosine_distance for op in rows.ops)
-        placed: dict[tuple[str, str, int], int] = {}  # an op execution's place, within this unit
-        for cells, op in zip(table, rows.ops):
+        self._colours += "".join(map(_COLOUR_CODES.__getitem__, colours)).encode()
+        self._outputs += bytes(_OUTPUT_CODES[op.output] for op in ops)
+        self._distance.extend(math.nan if op.cosine_distance is None else op.cosine_distance for op in ops)
+        for cells, op in zip(table, ops):
             node = self._ops.setdefault((op.graph, op.op_name), len(self._ops))
             if node == len(self._op_types):
                 self._op_types.append(op.op_type)
