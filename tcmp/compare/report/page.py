@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import io
 import itertools
 import json
 import math
@@ -40,7 +39,7 @@ from tcmp.compare.report import page_assets
 from tcmp.compare.report.outcome import CompareResult, RankResult
 from tcmp.compare.report.page_graph import TableOp, page_graph
 from tcmp.compare.report.page_header import UnmatchedKept, about_html, header_html, unmatched_html
-from tcmp.compare.report.table import NUMBER_COLUMNS, RenderedRows, RowOp, columns
+from tcmp.compare.report.table import NUMBER_COLUMNS, RenderedRows, RowOp, columns, csv_lines
 from tcmp.schemas.graph import Graph
 
 _COLOUR_CODES = {Colour.RED: "r", Colour.YELLOW: "y", Colour.GREEN: "g"}
@@ -153,7 +152,7 @@ class PageWriter:
         return [_json_string(cell) if text is None else text for cell, text in zip(column, found)]
 
     def add_unmatched(self, csv_text: str) -> None:
-        self.unmatched.add(csv.reader(io.StringIO(csv_text, newline="")))
+        self.unmatched.add(csv.reader(csv_lines(csv_text)))
 
     def _node_of(self, graph: Optional[str], op_name: str) -> Optional[int]:
         if graph is not None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, TextIO
 
 from tcmp.compare.collect.binding import Binding
 from tcmp.compare.judge.metrics import Mode
@@ -93,6 +93,15 @@ class ReportFile:
         self.temp.discard()
 
 
+TEXT_PIECE = 1 << 20
+
+
+def write_in_pieces(handle: TextIO, text: str) -> None:
+    """`handle.write(text)` a MiB at a time: a text file encodes what it is given whole (a unit's rows: 100 MB)."""
+    for start in range(0, len(text), TEXT_PIECE):
+        handle.write(text[start : start + TEXT_PIECE])
+
+
 class TableCsv(ReportFile):
     key, suffix = "csv", ".csv"
 
@@ -102,7 +111,7 @@ class TableCsv(ReportFile):
         csv.writer(self._handle).writerow(columns(mode))
 
     def add_rows(self, rows: RenderedRows) -> None:
-        self._handle.write(rows.csv_text)  # the CSV writer's own text: the bytes `csv.writer` would write
+        write_in_pieces(self._handle, rows.csv_text)  # the CSV writer's own text: the bytes `csv.writer` would write
 
 
 class UnmatchedCsv(ReportFile):
@@ -114,7 +123,7 @@ class UnmatchedCsv(ReportFile):
         csv.writer(self._handle).writerow(UNMATCHED_COLUMNS)
 
     def add_unmatched(self, csv_text: str) -> None:
-        self._handle.write(csv_text)
+        write_in_pieces(self._handle, csv_text)
 
 
 class SummaryJson(ReportFile):
