@@ -32,6 +32,22 @@ def test_no_metavar_names_a_python_type(command):
     assert "<list[" not in done.stdout and "{" not in usage, done.stdout
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_is_named_for_what_it_takes(command):
+    """typer names a value by its Python type (`--db <path>`, `--rank <int range>`): each option says what it takes
+    instead (`--db FILE`, `--rank N`, `-tp DIR`, `--cosine X`)."""
+    text = tcmp(command, "--help").stdout
+    typed = re.findall(r"^\s+-.*?(<[a-z ]+>)", text, re.MULTILINE)
+    assert typed == [], text
+
+
+def test_compare_options_take_what_they_say():
+    text = tcmp("compare", "--help").stdout
+    for option, metavar in (("--target-path", "DIR"), ("--rank", "N"), ("--db", "FILE"), ("--graph", "PATH"),
+                            ("--cosine", "X"), ("--fx-token-base", "0|1"), ("--target-stage", "STAGE")):  # fmt: skip
+        assert re.search(rf"^\s+(-\S+, )*{re.escape(option)} {re.escape(metavar)}\s", text, re.MULTILINE), option
+
+
 @pytest.mark.parametrize(("command", "shown"), [("parse", "PATH..."), ("watch", "DIR..."), ("status", "[DIR]")])
 def test_arguments_are_named_for_what_they_take(command, shown):
     text = tcmp(command, "--help").stdout

@@ -20,21 +20,30 @@ NOTHING_WRITTEN = (
 
 def compare(
     target_path: Annotated[
-        Path, typer.Option("--target_path", "--target-path", "-tp", help="The GE graph-mode dump (fusion on).")
+        Path,
+        typer.Option(
+            "--target_path", "--target-path", "-tp", metavar="DIR", help="The GE graph-mode dump (fusion on)."
+        ),
     ],
     golden_path: Annotated[
         Path,
-        typer.Option("--golden_path", "--golden-path", "-gp", help="The golden: an FX dump or a fusion-off GE dump."),
+        typer.Option(
+            "--golden_path",
+            "--golden-path",
+            "-gp",
+            metavar="DIR",
+            help="The golden: an FX dump or a fusion-off GE dump.",
+        ),
     ],
     mode: Annotated[
         str, typer.Option("--mode", "-m", metavar="torchair", help="Compare mode: torchair (the only one).")
     ] = CompareMode.torchair.value,
     output_path: Annotated[
-        Path, typer.Option("--output_path", "--output-path", "-o", help="Directory for the reports.")
+        Path, typer.Option("--output_path", "--output-path", "-o", metavar="DIR", help="Directory for the reports.")
     ] = Path("."),
-    rank: Annotated[Optional[int], typer.Option("--rank", min=0, help="Compare this rank only.")] = None,
+    rank: Annotated[Optional[int], typer.Option("--rank", metavar="N", min=0, help="Compare this rank only.")] = None,
     data_mode: Annotated[
-        str, typer.Option("--data-mode", "--data_mode", help="auto | tensor | statistics | md5.")
+        str, typer.Option("--data-mode", "--data_mode", metavar="MODE", help="auto | tensor | statistics | md5.")
     ] = "auto",
     highlight: Annotated[
         bool, typer.Option("--highlight", "-hl", help="Also write an .xlsx with red/yellow/green rows.")
@@ -43,7 +52,7 @@ def compare(
         bool, typer.Option("--no-html", help="Skip the HTML report (chart, table, graph neighbourhoods).")
     ] = False,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", min=1, help="Processes (at most the CPUs this process may use).")
+        int, typer.Option("--jobs", "-j", metavar="N", min=1, help="Processes (at most the CPUs this process may use).")
     ] = default_compare_jobs(),
     oversubscribe: Annotated[
         bool,
@@ -55,45 +64,60 @@ def compare(
     fail_on_diff: Annotated[bool, typer.Option("--fail-on-diff", help="Exit 1 when any row FAILs.")] = False,
     target_run: Annotated[
         Optional[str],
-        typer.Option("--target-run", help="The target GE {time} directory, when it holds several runs."),
+        typer.Option("--target-run", metavar="RUN", help="The target GE {time} directory, when it holds several runs."),
     ] = None,
     golden_run: Annotated[
-        Optional[str], typer.Option("--golden-run", help="The run (GE {time} or FX graph directory) of the golden.")
+        Optional[str],
+        typer.Option("--golden-run", metavar="RUN", help="The run (GE {time} or FX graph directory) of the golden."),
     ] = None,
     fx_token_base: Annotated[
-        Optional[int], typer.Option("--fx-token-base", min=0, max=1, help="FX step numbering (0 or 1) if not detected.")
+        Optional[int],
+        typer.Option(
+            "--fx-token-base", metavar="0|1", min=0, max=1, help="FX step numbering (0 or 1) if not detected."
+        ),
     ] = None,
     db: Annotated[
-        Optional[Path], typer.Option("--db", help="tcmp watch's index, if not in the dump trees (.tcmp/).")
+        Optional[Path],
+        typer.Option("--db", metavar="FILE", help="tcmp watch's index, if not in the dump trees (.tcmp/)."),
     ] = None,
     graph: Annotated[
         Optional[Path],
         typer.Option(
             "--graph",
+            metavar="PATH",
             help="torchair's graph text file(s), a file or a directory, when they are not under the target path "
             "(torchair's graph_dump.path; default: the working directory). For an aclgraph target: its graph dump "
             "of the optimized graph (dynamo_optimized_*.py), which says which output each saved getitem takes.",
         ),
     ] = None,
     target_stage: Annotated[
-        str, typer.Option("--target-stage", help="aclgraph target: torchair's data_dump_stage (original|optimized).")
+        str,
+        typer.Option(
+            "--target-stage", metavar="STAGE", help="aclgraph target: torchair's data_dump_stage (original|optimized)."
+        ),
     ] = "original",
     golden_stage: Annotated[
-        str, typer.Option("--golden-stage", help="aclgraph golden: torchair's data_dump_stage (original|optimized).")
+        str,
+        typer.Option(
+            "--golden-stage", metavar="STAGE", help="aclgraph golden: torchair's data_dump_stage (original|optimized)."
+        ),
     ] = "original",
     dump_options: Annotated[
         Optional[Path],
         typer.Option(
             "--dump-options",
+            metavar="FILE",
             help="GE's dump options JSON (torchair's ge_dump_data_json/dump_options_*.json or an acl.json): ops it "
             "does not select are out of scope (default: found beside the dump or in the working directory).",
         ),
     ] = None,
-    cosine: Annotated[float, typer.Option(min=-1.0, max=1.0, help="PASS needs Cosine >= this.")] = 0.99,
+    cosine: Annotated[float, typer.Option(metavar="X", min=-1.0, max=1.0, help="PASS needs Cosine >= this.")] = 0.99,
     max_rel_err: Annotated[
-        float, typer.Option(callback=positive, help="PASS needs MaxRelativeErr < this (> 0).")
+        float, typer.Option(metavar="X", callback=positive, help="PASS needs MaxRelativeErr < this (> 0).")
     ] = 0.01,
-    stats_rel_err: Annotated[float, typer.Option(min=0.0, help="Statistics PASS: relative errors <= this.")] = 0.01,
+    stats_rel_err: Annotated[
+        float, typer.Option(metavar="X", min=0.0, help="Statistics PASS: relative errors <= this.")
+    ] = 0.01,
     cluster: Annotated[Optional[str], cluster_option("compare each rank on the Ray node that holds its files")] = None,
     verbose: Verbose = False,
 ) -> None:

@@ -20,7 +20,9 @@ def parse(
     ],
     output_path: Annotated[
         Optional[Path],
-        typer.Option("--output_path", "--output-path", "-o", help="Write each tensor as an ND .npy file here."),
+        typer.Option(
+            "--output_path", "--output-path", "-o", metavar="DIR", help="Write each tensor as an ND .npy file here."
+        ),
     ] = None,
     info: Annotated[
         bool, typer.Option("--info", help="Print one JSON object per tensor (without -o: read no payloads).")

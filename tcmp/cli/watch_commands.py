@@ -22,7 +22,8 @@ def watch(
         typer.Argument(help="Dump roots to watch.", metavar="DIR", exists=True, file_okay=False, resolve_path=True),
     ],
     db: Annotated[
-        Optional[Path], typer.Option("--db", help="One index for all roots (default: DIR/.tcmp/index.sqlite each).")
+        Optional[Path],
+        typer.Option("--db", metavar="FILE", help="One index for all roots (default: DIR/.tcmp/index.sqlite each)."),
     ] = None,
     drop_raw: Annotated[
         bool, typer.Option("--drop-raw", help="Delete raw dump files once their summary is committed.")
@@ -56,10 +57,16 @@ def watch(
     ] = default_watch_workers(),
     once: Annotated[bool, typer.Option("--once", help="Scan, summarize what is complete, exit.")] = False,
     incomplete_timeout: Annotated[
-        float, typer.Option("--incomplete-timeout", min=0.0, help="Seconds an unchanged incomplete file is waited for.")
+        float,
+        typer.Option(
+            "--incomplete-timeout",
+            metavar="SECONDS",
+            min=0.0,
+            help="Seconds an unchanged incomplete file is waited for.",
+        ),
     ] = 300.0,
     reconcile_interval: Annotated[
-        float, typer.Option("--reconcile-interval", min=0.1, help="Seconds between reconcile scans.")
+        float, typer.Option("--reconcile-interval", metavar="SECONDS", min=0.1, help="Seconds between reconcile scans.")
     ] = 60.0,
     stall_limit: Annotated[float, typer.Option("--stall-limit", min=0.1, hidden=True)] = 300.0,
     verbose: Verbose = False,
@@ -105,7 +112,7 @@ def status(
         Optional[Path],
         typer.Argument(help="A watched root (or a directory inside one); default: the cwd.", metavar="DIR"),
     ] = None,
-    db: Annotated[Optional[Path], typer.Option("--db", help="The index file to report on.")] = None,
+    db: Annotated[Optional[Path], typer.Option("--db", metavar="FILE", help="The index file to report on.")] = None,
     cluster: Annotated[Optional[str], cluster_option("every node's state, as one table")] = None,
     verbose: Verbose = False,
 ) -> None:
@@ -132,7 +139,7 @@ def demo(
         typer.Argument(help="An empty directory for the example (default: a new temp dir).", metavar="DIR"),
     ] = None,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", min=1, help="Processes (at most the CPUs this process may use).")
+        int, typer.Option("--jobs", "-j", metavar="N", min=1, help="Processes (at most the CPUs this process may use).")
     ] = default_compare_jobs(),
     verbose: Verbose = False,
 ) -> None:
