@@ -26,8 +26,10 @@ from tcmp.compare.records import FileHeader, Pair
 from tcmp.compare.report.outcome import Counts, Divergence
 from tcmp.compare.report.table import RenderedRows, render_rows
 from tcmp.schemas.dump_records import IO
+from tcmp.schemas.host import fewer_collections
 
 
+@fewer_collections()
 def compare_unit(
     unit: Unit, mode: Mode, thresholds: Thresholds, keep_rows: bool = False, report: Optional[UnitReport] = None
 ) -> UnitResult:
@@ -56,6 +58,7 @@ class Compared:
 SLICE_PAIRS = 4096
 
 
+@fewer_collections()
 def compare_pairs(
     pairs: Sequence[Pair],
     headers: Mapping[Path, FileHeader],

@@ -18,6 +18,7 @@ from tcmp.compare.report.outcome import CompareOptions, CompareResult, Unmatched
 from tcmp.compare.report.writers import DEFAULT_FORMATS, ReportFile
 from tcmp.schemas.dump_outline import DumpDir
 from tcmp.schemas.dump_tree import RAW_TENSOR_KINDS
+from tcmp.schemas.host import fewer_collections
 
 
 def summary_only_dirs(inputs: CompareInputs) -> tuple[int, int]:
@@ -43,10 +44,11 @@ def run_compare(
     Raises CompareError (one line) when it cannot run at all; report files appear only when it completes.
     `keep_rows` keeps every row and unmatched item in the result (for tests and library users; the CLI streams).
     """
-    if workers is not None or options.jobs < 2:
-        return _run(options, output_dir, formats, progress, keep_rows, workers)
-    with compare_workers(options.jobs) as started:
-        return _run(options, output_dir, formats, progress, keep_rows, started)
+    with fewer_collections():
+        if workers is not None or options.jobs < 2:
+            return _run(options, output_dir, formats, progress, keep_rows, workers)
+        with compare_workers(options.jobs) as started:
+            return _run(options, output_dir, formats, progress, keep_rows, started)
 
 
 def _run(
