@@ -53,6 +53,7 @@ SVG_POINTS = 5000
 # a unit's rows are coded this many at a time: as lists of cells they take ~1.5 KB a row (a 100K-op graph's token:
 # 220K rows, 320 MB at once)
 ROWS_AT_ONCE = 4096
+Places = dict[tuple[str, str, int], int]  # an op execution (graph, op name, execution) -> its place within a unit
 DICTIONARY_LIMIT = 1000  # different cells a column's `words` hold: dtypes, shapes, verdicts, zeros, N/A
 # the page's table shows these first, API Name frozen at the left edge: a row's name and the cells its verdict comes
 # from are on screen together (the CSV keeps msprobe's order)
@@ -99,7 +100,7 @@ class PageWriter:
     def add_rows(self, rows: RenderedRows) -> None:
         """One unit's rows (a token of a graph), in execution order: ROWS_AT_ONCE rows at a time."""
         cells = rows.cells()
-        placed: dict[tuple[str, str, int], int] = {}  # an op execution's place, within this unit
+        placed: Places = {}
         for start in itertools.count(0, ROWS_AT_ONCE):
             table = list(itertools.islice(cells, ROWS_AT_ONCE))
             if not table:
@@ -107,7 +108,9 @@ class PageWriter:
             end = start + len(table)
             self._add_table(table, rows.colours[start:end], rows.ops[start:end], placed)
 
-    def _add_table(self, table: list[list[str]], colours: Sequence[Colour], ops: Sequence[RowOp], placed: dict) -> None:
+    def _add_table(
+        self, table: list[list[str]], colours: Sequence[Colour], ops: Sequence[RowOp], placed: Places
+    ) -> None:
         # Column by column, in bulk: per cell only C-level maps (a dictionary look-up, a JSON string's escaping).
         # Each row's text is what json.dumps(row cells coded, ensure_ascii=False) gives, rows joined by ",".
         coded = [self._coded(j, column) for j, column in enumerate(zip(*table)) if j < len(self._words)]
